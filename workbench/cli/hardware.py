@@ -1,0 +1,49 @@
+"""``gnnwb hardware list|show|export``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hardware", help="list and show cluster presets or TOML files")
+    hs = p.add_subparsers(dest="action", metavar="ACTION")
+    hs.required = True
+    lp = hs.add_parser("list", help="list the cluster presets")
+    lp.set_defaults(handler=_list)
+    sp = hs.add_parser("show", help="print a cluster's machines, GPUs and links")
+    sp.add_argument("name", help="preset name or path to a hardware TOML file")
+    sp.set_defaults(handler=_show)
+    ep = hs.add_parser("export", help="write a preset as an editable TOML file")
+    ep.add_argument("name", help="preset name or path to a hardware TOML file")
+    ep.add_argument("-o", "--output", help="file to write (default: standard output)")
+    ep.set_defaults(handler=_export)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from workbench.hardware import PRESETS
+
+    for name, build in PRESETS.items():
+        spec = build()
+        print(f"{name:<30} {spec.num_gpus:>3} GPUs  {spec.description}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from workbench.hardware import load_hardware
+
+    print(load_hardware(args.name).describe())
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from workbench.hardware import load_hardware
+
+    text = load_hardware(args.name).to_toml()
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text, end="")
+    return 0

@@ -1,0 +1,202 @@
+"""Cluster presets shaped like the papers' testbeds.
+
+Bandwidths are effective (what a copy achieves), not signalling rates: PCIe 3.0 x16
+about 12 GB/s, PCIe 4.0 x16 about 24 GB/s, PCIe 5.0 x16 about 48 GB/s. Calibration
+replaces them with measured values (see ``sim`` calibration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from workbench.errors import UnknownNameError
+from workbench.hardware.spec import ClusterSpec, GPUSpec, LinkSpec, MachineSpec, load_cluster_toml
+
+GB = 1e9
+GiB = 2**30
+US = 1e-6
+
+P100 = GPUSpec("P100", 16 * GiB, 9.3e12, 732 * GB)
+V100 = GPUSpec("V100", 32 * GiB, 15.7e12, 900 * GB)
+A100_40 = GPUSpec("A100-40GB", 40 * GiB, 19.5e12, 1555 * GB)
+H100 = GPUSpec("H100", 80 * GiB, 67e12, 3350 * GB)
+H200 = GPUSpec("H200", 141 * GiB, 67e12, 4800 * GB)
+
+PCIE3 = 12 * GB
+PCIE4 = 24 * GB
+PCIE5 = 48 * GB
+PCIE_LAT = 2 * US
+
+
+def rc(machine: MachineSpec) -> str:
+    """Name of a machine's PCIe root complex."""
+    return f"{machine.name}.rc"
+
+
+class _Builder:
+    """Accumulates machines, switches and links; names follow ``spec``'s conventions."""
+
+    def __init__(self) -> None:
+        self.machines: list[MachineSpec] = []
+        self.transit: dict[str, str] = {}
+        self.links: list[LinkSpec] = []
+
+    def machine(self, name: str, gpu: GPUSpec, n_gpus: int, host_gb: float, cores: int) -> MachineSpec:
+        m = MachineSpec(name, tuple([gpu] * n_gpus), int(host_gb * GiB), cores)
+        self.machines.append(m)
+        # Host DRAM hangs off the PCIe root complex; devices attach to the root complex,
+        # so GPU <-> NIC traffic crosses it without passing through a memory node.
+        self.switch(rc(m), "root-complex")
+        self.link(m.host_node, rc(m), m.host_memory_bandwidth, 0.0, "host")
+        return m
+
+    def switch(self, name: str, kind: str) -> str:
+        self.transit[name] = kind
+        return name
+
+    def link(self, a: str, b: str, bandwidth: float, latency: float, kind: str) -> None:
+        self.links.append(LinkSpec(a, b, bandwidth, latency, kind))
+
+    def build(self, name: str, description: str) -> ClusterSpec:
+        return ClusterSpec(name, tuple(self.machines), tuple(self.links), dict(self.transit), description)
+
+
+def neugraph_8xp100_pcie() -> ClusterSpec:
+    """NeuGraph Figure 7: host -> 2 level-1 switches -> 4 level-2 switches -> 2 GPUs each."""
+    b = _Builder()
+    m = b.machine("m0", P100, 8, 256, 28)
+    gpus = m.gpu_nodes()
+    for s1 in range(2):
+        l1 = b.switch(f"m0.pcie{s1}", "pcie-switch")
+        b.link(rc(m), l1, PCIE3, PCIE_LAT, "pcie-uplink")
+        for s2 in range(2):
+            l2 = b.switch(f"m0.pcie{s1}{s2}", "pcie-switch")
+            b.link(l1, l2, PCIE3, PCIE_LAT, "pcie-uplink")
+            for g in range(2):
+                b.link(l2, gpus[4 * s1 + 2 * s2 + g], PCIE3, PCIE_LAT, "pcie")
+    return b.build("neugraph-8xp100-pcie", "NeuGraph's 8x P100 server on a two-level PCIe switch tree")
+
+
+def roc_4x4p100_nvlink_ib(machines: int = 4) -> ClusterSpec:
+    """ROC section 7: nodes of 4 P100 joined by NVLink, nodes by 100 Gb/s EDR InfiniBand."""
+    b = _Builder()
+    net = b.switch("net", "network")
+    for i in range(machines):
+        m = b.machine(f"m{i}", P100, 4, 256, 20)
+        gpus = m.gpu_nodes()
+        for s in range(2):
+            sw = b.switch(f"m{i}.pcie{s}", "pcie-switch")
+            b.link(rc(m), sw, PCIE3, PCIE_LAT, "pcie-uplink")
+            for g in gpus[2 * s : 2 * s + 2]:
+                b.link(sw, g, PCIE3, PCIE_LAT, "pcie")
+        for x in range(4):
+            for y in range(x + 1, 4):
+                b.link(gpus[x], gpus[y], 20 * GB, 1 * US, "nvlink")
+        nic = b.switch(f"m{i}.nic", "nic")
+        b.link(rc(m), nic, PCIE3, PCIE_LAT, "pcie")
+        b.link(nic, net, 12.5 * GB, 1 * US, "network")
+    return b.build(
+        "roc-4x4p100-nvlink-ib", "ROC's cluster: 4 nodes x 4 P100 with NVLink, 100 Gb/s InfiniBand"
+    )
+
+
+def _v100x8(nvswitch: bool) -> ClusterSpec:
+    b = _Builder()
+    m = b.machine("m0", V100, 8, 384, 40)
+    gpus = m.gpu_nodes()
+    for s in range(4):
+        sw = b.switch(f"m0.pcie{s}", "pcie-switch")
+        b.link(rc(m), sw, PCIE3, PCIE_LAT, "pcie-uplink")
+        for g in gpus[2 * s : 2 * s + 2]:
+            b.link(sw, g, PCIE3, PCIE_LAT, "pcie")
+    if nvswitch:
+        nvs = b.switch("m0.nvswitch", "nvswitch")
+        for g in gpus:
+            b.link(g, nvs, 150 * GB, 1 * US, "nvswitch")
+        return b.build("v100x8-nvswitch", "Song & Jiang's 8x V100 server, GPUs on an NVSwitch")
+    for s in range(4):
+        b.link(gpus[2 * s], gpus[2 * s + 1], 50 * GB, 1 * US, "nvlink")
+    return b.build(
+        "v100x8-nvlink-bridge", "Song & Jiang's 8x V100 server, GPU pairs joined by NVLink bridges"
+    )
+
+
+def v100x8_nvlink_bridge() -> ClusterSpec:
+    return _v100x8(nvswitch=False)
+
+
+def v100x8_nvswitch() -> ClusterSpec:
+    return _v100x8(nvswitch=True)
+
+
+def hopgnn_4xa100_10gbe(machines: int = 4) -> ClusterSpec:
+    """HopGNN section 5: 4 servers, one A100 40 GB each, 10 Gb/s Ethernet."""
+    b = _Builder()
+    net = b.switch("net", "network")
+    for i in range(machines):
+        m = b.machine(f"m{i}", A100_40, 1, 128, 48)
+        b.link(rc(m), m.gpu_nodes()[0], PCIE4, PCIE_LAT, "pcie")
+        nic = b.switch(f"m{i}.nic", "nic")
+        b.link(rc(m), nic, PCIE3, PCIE_LAT, "pcie")
+        b.link(nic, net, 1.25 * GB, 25 * US, "network")
+    return b.build("hopgnn-4xa100-10gbe", "HopGNN's cluster: 4 servers x 1 A100 40 GB on 10 Gb/s Ethernet")
+
+
+def perlmutter_4xa100_slingshot(machines: int = 4) -> ClusterSpec:
+    """Tripathy et al. section 6: Perlmutter nodes, 4 A100 with pairwise NVLink 3, 4 Slingshot-11 NICs."""
+    b = _Builder()
+    net = b.switch("net", "network")
+    for i in range(machines):
+        m = b.machine(f"m{i}", A100_40, 4, 256, 64)
+        gpus = m.gpu_nodes()
+        for gi, g in enumerate(gpus):
+            b.link(rc(m), g, PCIE4, PCIE_LAT, "pcie")
+            # One NIC per GPU, on the GPU's PCIe switch in the real node; modelled beside it.
+            nic = b.switch(f"m{i}.nic{gi}", "nic")
+            b.link(g, nic, PCIE4, PCIE_LAT, "pcie")
+            b.link(nic, net, 25 * GB, 2 * US, "network")
+        for x in range(4):
+            for y in range(x + 1, 4):
+                b.link(gpus[x], gpus[y], 100 * GB, 1 * US, "nvlink")
+    return b.build(
+        "perlmutter-4xa100-slingshot", "Perlmutter-like: nodes of 4 A100 with NVLink 3, Slingshot 11"
+    )
+
+
+def h100_1x() -> ClusterSpec:
+    b = _Builder()
+    m = b.machine("m0", H100, 1, 128, 16)
+    b.link(rc(m), m.gpu_nodes()[0], PCIE5, PCIE_LAT, "pcie")
+    return b.build("h100-1x", "one H100 80 GB on PCIe 5 (the lent device machine)")
+
+
+def h200_1x() -> ClusterSpec:
+    b = _Builder()
+    m = b.machine("m0", H200, 1, 128, 16)
+    b.link(rc(m), m.gpu_nodes()[0], PCIE5, PCIE_LAT, "pcie")
+    return b.build("h200-1x", "one H200 141 GB on PCIe 5 (the lent device machine)")
+
+
+PRESETS: dict[str, Callable[[], ClusterSpec]] = {
+    "neugraph-8xp100-pcie": neugraph_8xp100_pcie,
+    "roc-4x4p100-nvlink-ib": roc_4x4p100_nvlink_ib,
+    "v100x8-nvlink-bridge": v100x8_nvlink_bridge,
+    "v100x8-nvswitch": v100x8_nvswitch,
+    "hopgnn-4xa100-10gbe": hopgnn_4xa100_10gbe,
+    "perlmutter-4xa100-slingshot": perlmutter_4xa100_slingshot,
+    "h100-1x": h100_1x,
+    "h200-1x": h200_1x,
+}
+
+
+def load_hardware(name_or_path: str | Path) -> ClusterSpec:
+    """A preset by name, or a TOML file by path."""
+    text = str(name_or_path)
+    if text in PRESETS:
+        return PRESETS[text]()
+    if text.endswith(".toml") or Path(text).exists():
+        return load_cluster_toml(text)
+    raise UnknownNameError(
+        f"unknown hardware preset {text!r}; valid: {', '.join(PRESETS)} (or a path to a .toml file)"
+    )

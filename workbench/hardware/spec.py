@@ -1,0 +1,336 @@
+"""Typed description of a cluster: machines, GPUs, memories and the links between them.
+
+The topology is a graph of named nodes joined by links:
+
+* memories: ``m0.host`` (host DRAM of machine ``m0``) and ``m0.gpu3`` (GPU 3's memory);
+* transit nodes: the PCIe root complex (``m0.rc``, joined to ``m0.host`` by a
+  ``host`` link of DRAM bandwidth), PCIe switches (``m0.pcie0``), an NVSwitch (``m0.nvswitch``),
+  NICs (``m0.nic``) and the network fabric (``net``).
+
+Every link is full duplex: each direction has the full bandwidth, shared only by
+transfers going that way (H2D and D2H do not compete, as on real PCIe). Data never
+passes *through* a memory node; routes go memory -> transit nodes -> memory.
+
+Bandwidths are bytes/s, latencies seconds, sizes bytes, compute FLOP/s.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import ConfigError
+from workbench.hardware.units import (
+    format_bandwidth,
+    format_latency,
+    format_rate,
+    format_size,
+    parse_bandwidth,
+    parse_latency,
+    parse_rate,
+    parse_size,
+)
+
+LINK_KINDS = ("host", "pcie", "pcie-uplink", "nvlink", "nvswitch", "nic", "network", "qpi", "other")
+TRANSIT_KINDS = ("pcie-switch", "nvswitch", "nic", "network", "root-complex")
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU model; its memory node is ``<machine>.gpu<index>``."""
+
+    model: str
+    memory_bytes: int
+    flops: float  # peak FP32 FLOP/s; the cost model scales by an efficiency
+    memory_bandwidth: float  # device memory bytes/s (gathers, sparse aggregation)
+    copy_engines: int = 2  # separate H2D and D2H engines, as on real GPUs
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    name: str
+    gpus: tuple[GPUSpec, ...]
+    host_memory_bytes: int
+    cpu_cores: int = 16
+    host_memory_bandwidth: float = 50e9
+
+    def gpu_nodes(self) -> list[str]:
+        return [f"{self.name}.gpu{i}" for i in range(len(self.gpus))]
+
+    @property
+    def host_node(self) -> str:
+        return f"{self.name}.host"
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    a: str
+    b: str
+    bandwidth: float  # bytes/s in each direction
+    latency: float  # seconds
+    kind: str = "other"
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}<->{self.b}"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    machines: tuple[MachineSpec, ...]
+    links: tuple[LinkSpec, ...]
+    transit: dict[str, str] = field(default_factory=dict)  # node name -> kind
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        validate_cluster(self)
+
+    # ---- names -------------------------------------------------------------
+    def gpu_nodes(self) -> list[str]:
+        """Every GPU memory node, machine by machine; the index is the global GPU rank."""
+        return [g for m in self.machines for g in m.gpu_nodes()]
+
+    def host_nodes(self) -> list[str]:
+        return [m.host_node for m in self.machines]
+
+    def memory_nodes(self) -> list[str]:
+        return self.host_nodes() + self.gpu_nodes()
+
+    def nodes(self) -> list[str]:
+        return self.memory_nodes() + list(self.transit)
+
+    def gpu(self, node: str) -> GPUSpec:
+        machine, _, idx = node.partition(".gpu")
+        for m in self.machines:
+            if m.name == machine and idx.isdigit() and int(idx) < len(m.gpus):
+                return m.gpus[int(idx)]
+        raise ConfigError(f"cluster {self.name!r} has no GPU {node!r}; GPUs: {', '.join(self.gpu_nodes())}")
+
+    def machine_of(self, node: str) -> MachineSpec:
+        prefix = node.split(".", 1)[0]
+        for m in self.machines:
+            if m.name == prefix:
+                return m
+        raise ConfigError(f"cluster {self.name!r} has no machine for node {node!r}")
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(len(m.gpus) for m in self.machines)
+
+    # ---- text --------------------------------------------------------------
+    def describe(self) -> str:
+        lines = [
+            f"{self.name}: {self.description}".rstrip(": "),
+            f"machines: {len(self.machines)}, GPUs: {self.num_gpus}",
+        ]
+        for m in self.machines:
+            kinds = sorted({g.model for g in m.gpus})
+            gpu = m.gpus[0] if m.gpus else None
+            gtxt = (
+                f"{len(m.gpus)} x {'/'.join(kinds)} ({format_size(gpu.memory_bytes)}, {format_rate(gpu.flops)})"
+                if gpu
+                else "no GPU"
+            )
+            lines.append(f"  {m.name}: {gtxt}; host {format_size(m.host_memory_bytes)}, {m.cpu_cores} cores")
+        if self.transit:
+            lines.append("switches and fabric: " + ", ".join(f"{n} ({k})" for n, k in self.transit.items()))
+        lines.append(f"links: {len(self.links)}")
+        for link in self.links:
+            lines.append(
+                f"  {link.a:<14} <-> {link.b:<14} {link.kind:<12} {format_bandwidth(link.bandwidth):>12}  {format_latency(link.latency)}"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "machines": [
+                {
+                    "name": m.name,
+                    "host_memory": format_size(m.host_memory_bytes),
+                    "host_memory_bandwidth": format_bandwidth(m.host_memory_bandwidth),
+                    "cpu_cores": m.cpu_cores,
+                    "gpus": [
+                        {
+                            "model": g.model,
+                            "memory": format_size(g.memory_bytes),
+                            "flops": format_rate(g.flops),
+                            "memory_bandwidth": format_bandwidth(g.memory_bandwidth),
+                            "copy_engines": g.copy_engines,
+                        }
+                        for g in m.gpus
+                    ],
+                }
+                for m in self.machines
+            ],
+            "switches": [{"name": n, "kind": k} for n, k in self.transit.items()],
+            "links": [
+                {
+                    "a": link.a,
+                    "b": link.b,
+                    "kind": link.kind,
+                    "bandwidth": format_bandwidth(link.bandwidth),
+                    "latency": format_latency(link.latency),
+                }
+                for link in self.links
+            ],
+        }
+
+    def to_toml(self) -> str:
+        return _dict_to_toml(self.to_dict())
+
+
+def validate_cluster(spec: ClusterSpec) -> None:
+    where = f"cluster {spec.name!r}"
+    if not spec.machines:
+        raise ConfigError(f"{where}: no machines")
+    names = [m.name for m in spec.machines]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: duplicate machine names")
+    for m in spec.machines:
+        if "." in m.name:
+            raise ConfigError(f"{where}: machine name {m.name!r} may not contain '.'")
+        if m.host_memory_bytes <= 0:
+            raise ConfigError(f"{where}: machines.{m.name}.host_memory must be positive")
+        for i, g in enumerate(m.gpus):
+            for attr in ("memory_bytes", "flops", "memory_bandwidth"):
+                if getattr(g, attr) <= 0:
+                    raise ConfigError(
+                        f"{where}: {m.name}.gpu{i}.{attr} must be positive, got {getattr(g, attr)}"
+                    )
+    memory = set(spec.host_nodes()) | set(spec.gpu_nodes())
+    for node, kind in spec.transit.items():
+        if node in memory:
+            raise ConfigError(f"{where}: switch {node!r} has the name of a memory")
+        if kind not in TRANSIT_KINDS:
+            raise ConfigError(
+                f"{where}: switch {node!r} has kind {kind!r}; allowed: {', '.join(TRANSIT_KINDS)}"
+            )
+    known = memory | set(spec.transit)
+    for i, link in enumerate(spec.links):
+        lw = f"{where}: links[{i}] ({link.a} <-> {link.b})"
+        for end in (link.a, link.b):
+            if end not in known:
+                raise ConfigError(f"{lw}: unknown endpoint {end!r}")
+        if link.a == link.b:
+            raise ConfigError(f"{lw}: a link must join two different nodes")
+        if not link.bandwidth > 0:
+            raise ConfigError(f"{lw}: bandwidth must be positive, got {link.bandwidth}")
+        if link.latency < 0:
+            raise ConfigError(f"{lw}: latency must be non-negative, got {link.latency}")
+        if link.kind not in LINK_KINDS:
+            raise ConfigError(f"{lw}: kind {link.kind!r}; allowed: {', '.join(LINK_KINDS)}")
+
+
+# ---- TOML --------------------------------------------------------------------
+def _require(table: dict[str, Any], key: str, where: str) -> Any:
+    if key not in table:
+        raise ConfigError(f"{where}: missing field {key!r}")
+    return table[key]
+
+
+def cluster_from_dict(data: dict[str, Any], source: str = "<dict>") -> ClusterSpec:
+    """Build and validate a cluster from the TOML layout that :meth:`ClusterSpec.to_toml` writes."""
+    known_top = {"name", "description", "machines", "switches", "links"}
+    extra = set(data) - known_top
+    if extra:
+        raise ConfigError(
+            f"{source}: unknown field(s) {', '.join(sorted(extra))}; allowed: {', '.join(sorted(known_top))}"
+        )
+    name = str(_require(data, "name", source))
+    machines = []
+    for i, m in enumerate(_require(data, "machines", source)):
+        w = f"{source}: machines[{i}]"
+        gpus_raw = m.get("gpus", [])
+        gpus = []
+        for j, g in enumerate(gpus_raw):
+            gw = f"{w}.gpus[{j}]"
+            gpus.append(
+                GPUSpec(
+                    model=str(_require(g, "model", gw)),
+                    memory_bytes=parse_size(_require(g, "memory", gw), f"{gw}.memory"),
+                    flops=parse_rate(_require(g, "flops", gw), f"{gw}.flops"),
+                    memory_bandwidth=parse_bandwidth(
+                        _require(g, "memory_bandwidth", gw), f"{gw}.memory_bandwidth"
+                    ),
+                    copy_engines=int(g.get("copy_engines", 2)),
+                )
+            )
+        machines.append(
+            MachineSpec(
+                name=str(_require(m, "name", w)),
+                gpus=tuple(gpus),
+                host_memory_bytes=parse_size(_require(m, "host_memory", w), f"{w}.host_memory"),
+                cpu_cores=int(m.get("cpu_cores", 16)),
+                host_memory_bandwidth=parse_bandwidth(
+                    m.get("host_memory_bandwidth", 50e9), f"{w}.host_memory_bandwidth"
+                ),
+            )
+        )
+    transit = {}
+    for i, s in enumerate(data.get("switches", [])):
+        w = f"{source}: switches[{i}]"
+        transit[str(_require(s, "name", w))] = str(_require(s, "kind", w))
+    links = []
+    for i, link in enumerate(_require(data, "links", source)):
+        w = f"{source}: links[{i}]"
+        links.append(
+            LinkSpec(
+                a=str(_require(link, "a", w)),
+                b=str(_require(link, "b", w)),
+                bandwidth=parse_bandwidth(_require(link, "bandwidth", w), f"{w}.bandwidth"),
+                latency=parse_latency(_require(link, "latency", w), f"{w}.latency"),
+                kind=str(link.get("kind", "other")),
+            )
+        )
+    return ClusterSpec(
+        name=name,
+        machines=tuple(machines),
+        links=tuple(links),
+        transit=transit,
+        description=str(data.get("description", "")),
+    )
+
+
+def load_cluster_toml(path: str | Path) -> ClusterSpec:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such hardware file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    return cluster_from_dict(data, str(p))
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _dict_to_toml(d: dict[str, Any]) -> str:
+    out = []
+    for k, v in d.items():
+        if not isinstance(v, list):
+            out.append(f"{k} = {_toml_value(v)}")
+    for k, v in d.items():
+        if isinstance(v, list):
+            for item in v:
+                out.append(f"\n[[{k}]]")
+                for ik, iv in item.items():
+                    if isinstance(iv, list):
+                        inline = ", ".join(
+                            "{ " + ", ".join(f"{a} = {_toml_value(b)}" for a, b in e.items()) + " }"
+                            for e in iv
+                        )
+                        out.append(f"{ik} = [{inline}]")
+                    else:
+                        out.append(f"{ik} = {_toml_value(iv)}")
+    return "\n".join(out) + "\n"
