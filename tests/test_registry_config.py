@@ -1,0 +1,80 @@
+"""Registry and run configuration: resolution, validation, and errors naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workbench.config import config_from_dict, describe_config, load_config
+from workbench.errors import ConfigError, UnknownNameError
+from workbench.registry import Registry
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "configs"
+
+
+def test_registry_resolves_and_lists_valid_names() -> None:
+    reg: Registry = Registry("toy")
+
+    @reg.register("alpha")
+    class Alpha:
+        """The first toy strategy."""
+
+        def __init__(self, k: int = 1) -> None:
+            self.k = k
+
+    assert reg.create("alpha", k=3).k == 3
+    assert reg.describe("alpha") == "The first toy strategy."
+    with pytest.raises(UnknownNameError, match="unknown toy strategy 'beta'; valid: alpha"):
+        reg.get("beta")
+    with pytest.raises(ConfigError, match="unknown parameter.*zeta; allowed: k"):
+        reg.create("alpha", zeta=1)
+
+
+def _base() -> dict:
+    return {"graph": {"name": "products-like", "scale": 0.01}, "hardware": {"name": "h100-1x"}}
+
+
+def test_defaults_and_round_trip() -> None:
+    cfg = config_from_dict({**_base(), "model": {"name": "gat", "heads": 4, "fanouts": [10, 5]}})
+    assert cfg.model.heads == 4 and cfg.model.fanouts == (10, 5)
+    assert config_from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize(
+    "patch, message",
+    [
+        ({"graph": {"scale": -1}}, "graph.scale must be positive"),
+        ({"model": {"name": "transformer"}}, "model.name: unknown model 'transformer'; allowed: gcn"),
+        ({"model": {"hidden": "wide"}}, "model.hidden must be an integer"),
+        ({"model": {"num_layers": 2, "fanouts": [5]}}, "fanouts has 1 entries for 2 layers"),
+        ({"training": {"batch_size": 0}}, "batch_size and epochs must be >= 1"),
+        ({"training": {"momentum": 0.9}}, r"unknown field\(s\) momentum; allowed: batch_size"),
+        ({"colour": "red"}, r"unknown field\(s\) colour"),
+        ({"partition": {"name": "nonexistent"}}, r"\[partition\] unknown partition strategy 'nonexistent'"),
+    ],
+)
+def test_bad_values_name_the_field(patch: dict, message: str) -> None:
+    data = _base()
+    for k, v in patch.items():
+        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(data, "run.toml")
+
+
+def test_missing_tables() -> None:
+    with pytest.raises(ConfigError, match=r"missing table \[hardware\]"):
+        config_from_dict({"graph": {"name": "x"}})
+    with pytest.raises(ConfigError, match="graph: missing field 'name'"):
+        config_from_dict({"graph": {}, "hardware": {"name": "h100-1x"}})
+
+
+def test_help_texts_cover_every_field() -> None:
+    paths = dict(describe_config())
+    assert "model.fanouts" in paths and "training.batch_size" in paths and paths["seed"]
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+def test_example_configs_load(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg.name == path.stem
