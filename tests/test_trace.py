@@ -11,9 +11,39 @@ from workbench.trace import REQUIRED_COLUMNS, make_trace, phase_summary, read_tr
 
 def _rows() -> list[dict]:
     return [
-        dict(run_id="r", worker=0, device="m0.gpu0", iteration=0, phase="h2d", start=0.0, end=1.5, bytes=100, items=10),
-        dict(run_id="r", worker=1, device="m0.gpu1", iteration=0, phase="forward", start=1.5, end=2.0, bytes=0, items=5),
-        dict(run_id="r", worker=0, device="m0.gpu0", iteration=1, phase="h2d", start=2.0, end=2.5, bytes=50, items=5),
+        dict(
+            run_id="r",
+            worker=0,
+            device="m0.gpu0",
+            iteration=0,
+            phase="h2d",
+            start=0.0,
+            end=1.5,
+            bytes=100,
+            items=10,
+        ),
+        dict(
+            run_id="r",
+            worker=1,
+            device="m0.gpu1",
+            iteration=0,
+            phase="forward",
+            start=1.5,
+            end=2.0,
+            bytes=0,
+            items=5,
+        ),
+        dict(
+            run_id="r",
+            worker=0,
+            device="m0.gpu0",
+            iteration=1,
+            phase="h2d",
+            start=2.0,
+            end=2.5,
+            bytes=50,
+            items=5,
+        ),
     ]
 
 

@@ -49,7 +49,9 @@ def _help(text: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class GraphConfig:
     name: str = field(metadata=_help("dataset preset, ad-hoc generator spec, or path to a graph file"))
-    scale: float | None = field(default=None, metadata=_help("size factor for a preset (default: the preset's own)"))
+    scale: float | None = field(
+        default=None, metadata=_help("size factor for a preset (default: the preset's own)")
+    )
     seed: int = field(default=0, metadata=_help("generator seed"))
 
     def validate(self, where: str) -> None:
@@ -65,17 +67,24 @@ class HardwareConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: str = field(default="sage", metadata=_help("model family: gcn, sage, gat, gin, commnet, ggnn, resgcn"))
+    name: str = field(
+        default="sage", metadata=_help("model family: gcn, sage, gat, gin, commnet, ggnn, resgcn")
+    )
     hidden: int = field(default=256, metadata=_help("hidden width"))
     num_layers: int = field(default=2, metadata=_help("number of GNN layers"))
     heads: int = field(default=1, metadata=_help("attention heads (gat)"))
-    fanouts: tuple[int, ...] = field(default=(), metadata=_help("per-layer sampling fanouts, input layer first (DGL order: the seeds use the last)"))
+    fanouts: tuple[int, ...] = field(
+        default=(),
+        metadata=_help("per-layer sampling fanouts, input layer first (DGL order: the seeds use the last)"),
+    )
 
     def validate(self, where: str) -> None:
         from workbench.model import MODEL_FAMILIES
 
         if self.name not in MODEL_FAMILIES:
-            raise ConfigError(f"{where}.name: unknown model {self.name!r}; allowed: {', '.join(MODEL_FAMILIES)}")
+            raise ConfigError(
+                f"{where}.name: unknown model {self.name!r}; allowed: {', '.join(MODEL_FAMILIES)}"
+            )
         for attr in ("hidden", "num_layers", "heads"):
             if getattr(self, attr) < 1:
                 raise ConfigError(f"{where}.{attr} must be >= 1, got {getattr(self, attr)}")
@@ -89,7 +98,9 @@ class ModelConfig:
 class TrainingConfig:
     batch_size: int = field(default=1024, metadata=_help("seed vertices per minibatch"))
     epochs: int = field(default=1, metadata=_help("training epochs"))
-    iterations: int | None = field(default=None, metadata=_help("stop after this many iterations (quick runs)"))
+    iterations: int | None = field(
+        default=None, metadata=_help("stop after this many iterations (quick runs)")
+    )
     learning_rate: float = field(default=0.01, metadata=_help("optimizer learning rate"))
 
     def validate(self, where: str) -> None:
@@ -133,7 +144,9 @@ class RunConfig:
         out: dict[str, Any] = {"name": self.name, "seed": self.seed}
         for section in ("graph", "hardware", "model", "training"):
             obj = getattr(self, section)
-            out[section] = {f.name: _plain(getattr(obj, f.name)) for f in fields(obj) if getattr(obj, f.name) is not None}
+            out[section] = {
+                f.name: _plain(getattr(obj, f.name)) for f in fields(obj) if getattr(obj, f.name) is not None
+            }
         for kind, s in self.strategies.items():
             out[kind] = {"name": s.name, **s.params}
         return out
@@ -182,7 +195,9 @@ def _section(cls: type, data: Any, where: str) -> Any:
     known = {f.name: f for f in fields(cls)}
     unknown = set(data) - set(known)
     if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}; allowed: {', '.join(known)}")
+        raise ConfigError(
+            f"{where}: unknown field(s) {', '.join(sorted(unknown))}; allowed: {', '.join(known)}"
+        )
     kwargs = {}
     for name, f in known.items():
         if name in data:
@@ -195,7 +210,9 @@ def _section(cls: type, data: Any, where: str) -> Any:
     return obj
 
 
-def config_from_dict(data: dict[str, Any], source: str = "<config>", *, check_strategies: bool = True) -> RunConfig:
+def config_from_dict(
+    data: dict[str, Any], source: str = "<config>", *, check_strategies: bool = True
+) -> RunConfig:
     """Validate a parsed TOML table into a :class:`RunConfig`."""
     sections = {"graph", "hardware", "model", "training"}
     top = {"name", "seed"}
@@ -212,7 +229,9 @@ def config_from_dict(data: dict[str, Any], source: str = "<config>", *, check_st
             continue
         table = data[kind]
         if not isinstance(table, dict) or "name" not in table:
-            raise ConfigError(f"{source}: [{kind}] needs a 'name' (allowed: {', '.join(REGISTRIES[kind].names())})")
+            raise ConfigError(
+                f"{source}: [{kind}] needs a 'name' (allowed: {', '.join(REGISTRIES[kind].names())})"
+            )
         params = {k: v for k, v in table.items() if k != "name"}
         s = StrategyConfig(kind, str(table["name"]), params)
         if check_strategies:

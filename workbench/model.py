@@ -125,7 +125,9 @@ class ModelSpec:
                     f"model {self.name!r}: a {a.kind} layer outputs {a.output_width} but the next expects {b.in_dim}"
                 )
         if self.fanouts and len(self.fanouts) != len(self.layers):
-            raise ConfigError(f"model {self.name!r}: {len(self.fanouts)} fanouts for {len(self.layers)} layers")
+            raise ConfigError(
+                f"model {self.name!r}: {len(self.fanouts)} fanouts for {len(self.layers)} layers"
+            )
         if any(f < 1 for f in self.fanouts):
             raise ConfigError(f"model {self.name!r}: fanouts must be >= 1, got {list(self.fanouts)}")
 
@@ -156,7 +158,9 @@ class ModelSpec:
 
 
 # Each builder: (in_dim, hidden, num_classes, num_layers, heads) -> layers.
-def _stack(kind: str, in_dim: int, hidden: int, classes: int, layers: int, heads: int = 1) -> tuple[LayerSpec, ...]:
+def _stack(
+    kind: str, in_dim: int, hidden: int, classes: int, layers: int, heads: int = 1
+) -> tuple[LayerSpec, ...]:
     dims = [in_dim] + [hidden] * (layers - 1) + [classes]
     out = []
     for k in range(layers):
@@ -171,13 +175,17 @@ def _ggnn(in_dim: int, hidden: int, classes: int, layers: int, heads: int = 1) -
     # GG-NN propagates at a fixed width: input and output projections are folded into
     # the first and last GRU steps' widths by using hidden everywhere except a final GCN readout.
     if in_dim != hidden:
-        body = [LayerSpec("gcn", in_dim, hidden)] + [LayerSpec("ggnn", hidden, hidden) for _ in range(layers - 2)]
+        body = [LayerSpec("gcn", in_dim, hidden)] + [
+            LayerSpec("ggnn", hidden, hidden) for _ in range(layers - 2)
+        ]
     else:
         body = [LayerSpec("ggnn", hidden, hidden) for _ in range(layers - 1)]
     return tuple(body + [LayerSpec("gcn", hidden, classes)])
 
 
-def _deep_residual_gcn(in_dim: int, hidden: int, classes: int, layers: int, heads: int = 1) -> tuple[LayerSpec, ...]:
+def _deep_residual_gcn(
+    in_dim: int, hidden: int, classes: int, layers: int, heads: int = 1
+) -> tuple[LayerSpec, ...]:
     """ROC section 7.5: stacked GCN layers with a residual connection around every layer."""
     dims = [in_dim] + [hidden] * (layers - 1) + [classes]
     return tuple(LayerSpec("gcn", dims[k], dims[k + 1], residual=True) for k in range(layers))
@@ -208,8 +216,12 @@ def build_model(
     if name not in MODEL_FAMILIES:
         raise UnknownNameError(f"unknown model {name!r}; valid: {', '.join(MODEL_FAMILIES)}")
     if num_layers < 1 or (name == "ggnn" and num_layers < 2):
-        raise ConfigError(f"model {name!r}: num_layers must be >= {2 if name == 'ggnn' else 1}, got {num_layers}")
+        raise ConfigError(
+            f"model {name!r}: num_layers must be >= {2 if name == 'ggnn' else 1}, got {num_layers}"
+        )
     if min(in_dim, num_classes, hidden, heads) < 1:
         raise ConfigError(f"model {name!r}: in_dim, num_classes, hidden and heads must be >= 1")
     description, builder = MODEL_FAMILIES[name]
-    return ModelSpec(name, builder(in_dim, hidden, num_classes, num_layers, heads), tuple(fanouts), description)
+    return ModelSpec(
+        name, builder(in_dim, hidden, num_classes, num_layers, heads), tuple(fanouts), description
+    )

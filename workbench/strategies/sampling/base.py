@@ -85,7 +85,9 @@ def check_seeds(graph: CSRGraph, seeds: np.ndarray) -> np.ndarray:
         raise WorkbenchError(f"seeds must be a 1-D array of vertex ids, got shape {s.shape}")
     if s.size and (s.min() < 0 or s.max() >= graph.num_nodes):
         bad = s[(s < 0) | (s >= graph.num_nodes)][0]
-        raise WorkbenchError(f"seed vertex {int(bad)} is outside graph {graph.name!r} (0..{graph.num_nodes - 1})")
+        raise WorkbenchError(
+            f"seed vertex {int(bad)} is outside graph {graph.name!r} (0..{graph.num_nodes - 1})"
+        )
     if np.unique(s).shape[0] != s.shape[0]:
         raise WorkbenchError("seeds contain duplicate vertices")
     return s
@@ -98,11 +100,17 @@ def check_block_invariants(mb: Minibatch) -> None:
     for layer, b in enumerate(mb.blocks):
         assert np.unique(b.src_nodes).shape[0] == b.num_src, f"layer {layer}: duplicate source vertices"
         assert np.unique(b.dst_nodes).shape[0] == b.num_dst, f"layer {layer}: duplicate destination vertices"
-        assert np.array_equal(b.src_nodes[: b.num_dst], b.dst_nodes), f"layer {layer}: destinations must prefix sources"
+        assert np.array_equal(b.src_nodes[: b.num_dst], b.dst_nodes), (
+            f"layer {layer}: destinations must prefix sources"
+        )
         assert b.edge_src.shape == b.edge_dst.shape, f"layer {layer}: edge arrays differ in length"
         if b.num_edges:
-            assert 0 <= b.edge_src.min() and b.edge_src.max() < b.num_src, f"layer {layer}: edge source outside block"
-            assert 0 <= b.edge_dst.min() and b.edge_dst.max() < b.num_dst, f"layer {layer}: edge destination outside block"
+            assert 0 <= b.edge_src.min() and b.edge_src.max() < b.num_src, (
+                f"layer {layer}: edge source outside block"
+            )
+            assert 0 <= b.edge_dst.min() and b.edge_dst.max() < b.num_dst, (
+                f"layer {layer}: edge destination outside block"
+            )
         if layer + 1 < len(mb.blocks):
             assert np.array_equal(b.dst_nodes, mb.blocks[layer + 1].src_nodes), (
                 f"layer {layer}: destinations must be the next layer's sources"
