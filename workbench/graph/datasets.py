@@ -1,0 +1,426 @@
+"""Named data sets: presets shaped like the papers' graphs, ad-hoc generator specs, files.
+
+:func:`load_dataset` resolves a name in this order:
+
+1. a **preset** (``products-like``, ...; see :data:`DATASETS`): a synthetic graph shaped like
+   a real one, sized down by ``scale`` (a fraction of the real vertex count) and, where
+   the real average degree would make a machine-sized graph too heavy, by the preset's
+   ``degree_scale`` (a fraction of the real average degree). ``graph.meta["full_size"]``
+   records the real graph's size, ``meta["scale"]`` and ``meta["degree_scale"]`` what was kept;
+2. an **ad-hoc generator spec**: ``rmat:n=100000,m=2000000``, ``sbm:n=50000,blocks=20,deg=12,p_in=0.8``
+   or ``er:n=1000,deg=8`` (keys in :data:`SPEC_KEYS`);
+3. a **real graph an installed package ships** (``karate``, ``les-miserables``, ...; see
+   :data:`REAL_GRAPHS`);
+4. a **path**: a graph saved by :func:`workbench.graph.io.save_graph` (``.npz``), a DGL
+   ``save_graphs`` file (``.bin``) or an OGB node-property data set folder.
+
+Generated graphs are cached on disk (``$GNNWB_CACHE`` or ``~/.cache/gnnwb/graphs``) under
+a hash of the generator, all its parameters and the file format version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import ConfigError, GraphFormatError, UnknownNameError
+from workbench.graph import io
+from workbench.graph.csr import CSRGraph
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class FullSize:
+    """The real graph a preset imitates, as its source reports it."""
+
+    source: str
+    nodes: int
+    edges: int  # as the source counts them
+    stored_edges: int  # directed edges of the symmetric graph GNN training uses
+    feat_dim: int
+    classes: int
+    train_fraction: float
+    val_fraction: float
+    test_fraction: float
+
+    @property
+    def avg_degree(self) -> float:
+        return self.stored_edges / self.nodes
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A synthetic stand-in for a real graph."""
+
+    name: str
+    full: FullSize
+    generator: str  # "rmat" or "sbm"
+    default_scale: float
+    degree_scale: float
+    communities_per_class: int
+    p_in: float  # share of edges inside planted communities (about the real graph's edge homophily)
+    params: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def size_at(self, scale: float, degree_scale: float | None = None) -> tuple[int, int]:
+        """(vertices, stored directed edges) at ``scale``."""
+        nodes = max(64, int(round(self.full.nodes * scale)))
+        degree = self.full.avg_degree * (self.degree_scale if degree_scale is None else degree_scale)
+        edges = int(round(nodes * degree / 2)) * 2
+        return nodes, edges
+
+
+DATASETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            name="pubmed-like",
+            full=FullSize(
+                "PubMed (Planetoid)", 19_717, 88_648, 88_648, 500, 3, 60 / 19_717, 500 / 19_717, 1000 / 19_717
+            ),
+            generator="sbm",
+            default_scale=1.0,
+            degree_scale=1.0,
+            communities_per_class=4,
+            p_in=0.80,
+            params={"degree_exponent": 2.8, "block_concentration": 4.0},
+            description="citation graph, few classes, strong homophily; degree-corrected SBM",
+        ),
+        Preset(
+            name="reddit-like",
+            full=FullSize(
+                "Reddit (GraphSAGE)",
+                232_965,
+                114_615_892,
+                114_615_892,
+                602,
+                41,
+                153_431 / 232_965,
+                23_831 / 232_965,
+                55_703 / 232_965,
+            ),
+            generator="rmat",
+            default_scale=0.5,
+            degree_scale=0.1,
+            communities_per_class=1,
+            p_in=0.75,
+            params={"a": 0.45, "b": 0.2, "c": 0.2},
+            description="very dense post graph (average degree ~492), communities = subreddits; R-MAT",
+        ),
+        Preset(
+            name="arxiv-like",
+            full=FullSize(
+                "ogbn-arxiv",
+                169_343,
+                1_166_243,
+                2 * 1_166_243,
+                128,
+                40,
+                90_941 / 169_343,
+                29_799 / 169_343,
+                48_603 / 169_343,
+            ),
+            generator="sbm",
+            default_scale=1.0,
+            degree_scale=1.0,
+            communities_per_class=2,
+            p_in=0.65,
+            params={"degree_exponent": 2.5, "block_concentration": 2.0},
+            description="citation graph with 40 subject areas; degree-corrected SBM",
+        ),
+        Preset(
+            name="products-like",
+            full=FullSize(
+                "ogbn-products",
+                2_449_029,
+                61_859_140,
+                2 * 61_859_140,
+                100,
+                47,
+                196_615 / 2_449_029,
+                39_323 / 2_449_029,
+                2_213_091 / 2_449_029,
+            ),
+            generator="rmat",
+            default_scale=0.5,
+            degree_scale=1 / 3,
+            communities_per_class=4,
+            p_in=0.80,
+            params={"a": 0.45, "b": 0.2, "c": 0.2},
+            description=(
+                "co-purchase graph. Default: half the vertices (1,224,514) but a third of the real average "
+                "degree (~16.8 instead of ~50.5, ~20.6M stored edges) so it generates in seconds; R-MAT"
+            ),
+        ),
+        Preset(
+            name="papers-like",
+            full=FullSize(
+                "ogbn-papers100M",
+                111_059_956,
+                1_615_685_872,
+                2 * 1_615_685_872,
+                128,
+                172,
+                1_207_179 / 111_059_956,
+                125_265 / 111_059_956,
+                214_338 / 111_059_956,
+            ),
+            generator="rmat",
+            default_scale=0.005,
+            degree_scale=0.5,
+            communities_per_class=2,
+            p_in=0.60,
+            params={"a": 0.45, "b": 0.2, "c": 0.2},
+            description="citation graph sized way down (0.5% of the vertices, half the degree); R-MAT",
+        ),
+    )
+}
+
+# Keys of ad-hoc specs ("rmat:n=...,m=..."), with their defaults (None: required).
+SPEC_KEYS: dict[str, dict[str, Any]] = {
+    "rmat": {"n": None, "m": None, "a": 0.57, "b": 0.19, "c": 0.19, "communities": None, "p_in": 0.7},
+    "sbm": {"n": None, "blocks": None, "deg": None, "p_in": 0.8, "exponent": None, "concentration": None},
+    "er": {"n": None, "deg": None},
+}
+_NODE_DATA_KEYS: dict[str, Any] = {
+    "classes": 8,
+    "feat": 64,
+    "train": 0.6,
+    "val": 0.2,
+    "test": 0.2,
+    "noise": 0.05,
+}
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("GNNWB_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "gnnwb" / "graphs"
+
+
+def load_dataset(
+    name: str,
+    scale: float | None = None,
+    seed: int = 0,
+    cache: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    degree_scale: float | None = None,
+    progress: Progress | None = None,
+) -> CSRGraph:
+    """The graph called ``name`` (a preset, an ad-hoc spec, a shipped real graph or a path); see the module doc."""
+    recipe = resolve(name, scale=scale, seed=seed, degree_scale=degree_scale)
+    if recipe is None:
+        from workbench.graph import loaders
+
+        if name in loaders.REAL_GRAPHS:
+            return loaders.load_real_graph(name, seed=seed)
+        path = Path(name).expanduser()
+        if path.exists():
+            return loaders.load_graph_file(path)
+        if os.sep in name or path.suffix:
+            raise GraphFormatError(f"{name}: no such graph file or folder")
+        raise UnknownNameError(
+            f"unknown data set {name!r}; valid: {', '.join([*DATASETS, *loaders.REAL_GRAPHS])}, "
+            "an ad-hoc spec (rmat:n=...,m=... | sbm:n=...,blocks=...,deg=... | er:n=...,deg=...) or a path"
+        )
+    path = cache_path(recipe, cache_dir) if cache else None
+    if path is not None and path.is_file():
+        try:
+            graph = io.load_graph(path)
+            graph.meta["cache_path"] = str(path)
+            return graph
+        except GraphFormatError:
+            _say(progress, f"cache file {path} is unreadable; regenerating")
+    graph = generate(recipe, progress=progress)
+    if path is not None:
+        _say(progress, f"writing {path}")
+        try:
+            io.save_graph(graph, path)
+            graph.meta["cache_path"] = str(path)
+        except OSError as exc:  # a read-only or full cache is not fatal: the graph is in memory
+            _say(progress, f"could not write the cache ({exc})")
+    return graph
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that determines a generated graph; its hash keys the cache."""
+
+    name: str
+    generator: str
+    structure: dict[str, Any]
+    node_data: dict[str, Any]
+    seed: int
+    extra_meta: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> str:
+        payload = {
+            "format": io.FORMAT_VERSION,
+            "generator": self.generator,
+            "structure": self.structure,
+            "node_data": self.node_data,
+            "seed": self.seed,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def cache_path(recipe: Recipe, cache_dir: str | os.PathLike | None = None) -> Path:
+    base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in recipe.name)[:60]
+    return base / f"{safe}-{recipe.key()[:16]}.npz"
+
+
+def resolve(
+    name: str, scale: float | None = None, seed: int = 0, degree_scale: float | None = None
+) -> Recipe | None:
+    """The recipe of a preset or ad-hoc spec; ``None`` when ``name`` is neither."""
+    if scale is not None and not scale > 0:
+        raise ConfigError(f"scale must be positive, got {scale}")
+    if degree_scale is not None and not degree_scale > 0:
+        raise ConfigError(f"degree_scale must be positive, got {degree_scale}")
+    if name in DATASETS:
+        return _preset_recipe(DATASETS[name], scale, seed, degree_scale)
+    kind, sep, _ = name.partition(":")
+    if sep and kind in SPEC_KEYS:
+        return _spec_recipe(name, scale, seed)
+    return None
+
+
+def _preset_recipe(preset: Preset, scale: float | None, seed: int, degree_scale: float | None) -> Recipe:
+    scale = preset.default_scale if scale is None else scale
+    kept_degree = preset.degree_scale if degree_scale is None else degree_scale
+    nodes, edges = preset.size_at(scale, kept_degree)
+    full = preset.full
+    communities = min(full.classes * preset.communities_per_class, max(1, nodes // 16))
+    if preset.generator == "rmat":
+        structure = {
+            "num_nodes": nodes,
+            "num_edges": edges,
+            "num_communities": communities,
+            "p_in": preset.p_in,
+        }
+    else:
+        structure = {
+            "num_nodes": nodes,
+            "num_blocks": communities,
+            "avg_degree": edges / nodes,
+            "p_in_fraction": preset.p_in,
+        }
+    structure.update(preset.params)
+    node_data = {
+        "num_classes": full.classes,
+        "feat_dim": full.feat_dim,
+        "train_fraction": full.train_fraction,
+        "val_fraction": full.val_fraction,
+        "test_fraction": full.test_fraction,
+        "label_noise": 0.05,
+    }
+    extra = {
+        "preset": preset.name,
+        "full_size": asdict(full),
+        "scale": scale,
+        "degree_scale": kept_degree,
+        "description": preset.description,
+    }
+    return Recipe(preset.name, preset.generator, structure, node_data, seed, extra)
+
+
+def _spec_recipe(spec: str, scale: float | None, seed: int) -> Recipe:
+    kind, _, body = spec.partition(":")
+    allowed = {**SPEC_KEYS[kind], **_NODE_DATA_KEYS}
+    values: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in body.split(","))):
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or key not in allowed:
+            raise ConfigError(
+                f"{spec}: unknown or malformed entry {item!r}; keys for {kind}: {', '.join(allowed)}"
+            )
+        try:
+            values[key] = float(raw) if any(ch in raw for ch in ".eE") else int(raw)
+        except ValueError:
+            raise ConfigError(f"{spec}: {key}={raw!r} is not a number") from None
+    params = {**allowed, **values}
+    missing = [
+        k for k, v in params.items() if v is None and k not in ("communities", "exponent", "concentration")
+    ]
+    if missing:
+        raise ConfigError(f"{spec}: missing {', '.join(missing)}")
+    factor = 1.0 if scale is None else scale
+    n = max(2, int(round(params["n"] * factor)))
+    classes = int(params["classes"])
+    if kind == "rmat":
+        communities = params["communities"]
+        communities = classes * 2 if communities is None else int(communities)
+        structure = {
+            "num_nodes": n,
+            "num_edges": int(round(params["m"] * factor)),
+            "a": params["a"],
+            "b": params["b"],
+            "c": params["c"],
+            "num_communities": min(communities, n),
+            "p_in": params["p_in"],
+        }
+    elif kind == "sbm":
+        structure = {
+            "num_nodes": n,
+            "num_blocks": int(params["blocks"]),
+            "avg_degree": float(params["deg"]),
+            "p_in_fraction": params["p_in"],
+            "degree_exponent": params["exponent"],
+            "block_concentration": params["concentration"],
+        }
+    else:
+        structure = {"num_nodes": n, "avg_degree": float(params["deg"])}
+    node_data = {
+        "num_classes": classes,
+        "feat_dim": int(params["feat"]),
+        "train_fraction": params["train"],
+        "val_fraction": params["val"],
+        "test_fraction": params["test"],
+        "label_noise": params["noise"],
+    }
+    return Recipe(spec, kind, structure, node_data, seed, {"spec": spec, "scale": factor})
+
+
+def generate(recipe: Recipe, progress: Progress | None = None) -> CSRGraph:
+    """Build the graph a recipe describes (no cache)."""
+    from workbench.graph import generators
+    from workbench.graph.signal import attach_node_data
+
+    s = recipe.structure
+    _say(progress, f"generating {recipe.generator} structure: {s['num_nodes']:,} vertices")
+    if recipe.generator == "rmat":
+        graph = generators.rmat(seed=recipe.seed, name=recipe.name, **s)
+    elif recipe.generator == "sbm":
+        graph = generators.sbm(seed=recipe.seed, name=recipe.name, **s)
+    elif recipe.generator == "er":
+        graph = generators.erdos_renyi(s["num_nodes"], s["avg_degree"], recipe.seed, name=recipe.name)
+    else:  # pragma: no cover - recipes come from resolve()
+        raise ConfigError(f"unknown generator {recipe.generator!r}")
+    _say(progress, "attaching labels, splits and feature parameters")
+    nd = dict(recipe.node_data)
+    attach_node_data(
+        graph,
+        nd.pop("num_classes"),
+        nd.pop("feat_dim"),
+        recipe.seed,
+        **nd,
+    )
+    if graph.communities is not None and graph.num_edges:
+        same = graph.communities[graph.indices] == graph.communities[graph.edge_dst()]
+        graph.meta["intra_community_share"] = float(same.mean())
+    graph.meta.update(recipe.extra_meta)
+    graph.meta["recipe_key"] = recipe.key()
+    return graph
+
+
+def _say(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
