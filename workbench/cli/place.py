@@ -1,10 +1,240 @@
-"""``gnnwb place``: placeholder until its issue lands (see COMMAND_MODULES in main.py)."""
+"""``gnnwb place``: run one placement strategy on a graph and print per-GPU cache sizes and hit rates.
+
+Static placements report the *expected* hit rate under the per-minibatch access
+probabilities (exact for full-neighborhood sampling, pre-sampled with
+``--sampler``); a dynamic cache (``fifo``) is instead fed ``--epochs`` epochs of
+sampled minibatches, spread over the GPUs, and reports the hit rate it achieved.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
+import tomllib
+from typing import Any
+
+from workbench.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("place", help="(not built yet)")
-    p.set_defaults(handler=lambda args: print("gnnwb place: not built yet") or 1)
+    p = sub.add_parser(
+        "place",
+        help="place vertex features on GPUs with a placement strategy; print cache sizes and hit rates",
+        description="Run a placement strategy (gnnwb strategies list placement) on a graph and print, for "
+        "every GPU, how many vertices it caches and what share of its feature reads it expects to serve "
+        "locally, from a peer GPU, and from host memory.",
+    )
+    p.add_argument(
+        "--graph", required=True, help="dataset preset, ad-hoc spec (er:n=1000,deg=8) or graph file"
+    )
+    p.add_argument("--scale", type=float, default=None, help="preset size factor (default: the preset's)")
+    p.add_argument("--graph-seed", type=int, default=0, help="graph generator seed (default 0)")
+    p.add_argument(
+        "--strategy", required=True, help="placement name: none, degree, presample, partitioned, ..."
+    )
+    p.add_argument("--gpus", type=int, required=True, help="number of GPUs (>= 1)")
+    p.add_argument(
+        "--capacity",
+        required=True,
+        help="per-GPU cache: vertices (200000), a share of the graph (20%%), or bytes of GPU memory "
+        "(4GiB, converted with the graph's feature dimension and 4-byte floats)",
+    )
+    p.add_argument(
+        "--hardware", default=None, help="cluster preset or TOML file (song-jiang reads its links)"
+    )
+    p.add_argument(
+        "--sampler",
+        default=None,
+        help="sampler name; without one, exact full-neighborhood probabilities over --layers hops",
+    )
+    p.add_argument(
+        "--fanouts", default=None, help="sampler fanouts, input layer first: 15,10,5 (implies neighbor)"
+    )
+    p.add_argument("--layers", type=int, default=2, help="layers for full-neighborhood sampling (default 2)")
+    p.add_argument("--batch-size", type=int, default=1024, help="seed vertices per minibatch (default 1024)")
+    p.add_argument(
+        "--epochs", type=int, default=1, help="epochs to pre-sample (or to replay through a dynamic cache)"
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="strategy parameter, repeatable (alpha=0.3, mode=algorithm1, partitioner=metis)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of every random decision (default 0)")
+    p.set_defaults(handler=_place)
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` pairs; values read as TOML (numbers, booleans, quoted strings, lists), else plain strings."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--param {pair!r}: expected KEY=VALUE")
+        try:
+            params[key] = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            params[key] = text
+    return params
+
+
+def parse_capacity(text: str, num_nodes: int, feat_dim: int) -> int:
+    """Vertices from ``200000``, ``20%`` (of the graph) or a size with a unit (``4GiB``)."""
+    from workbench.hardware.units import parse_size
+    from workbench.strategies.placement.base import capacity_in_vertices
+
+    t = text.strip()
+    if t.endswith("%"):
+        try:
+            share = float(t[:-1]) / 100
+        except ValueError:
+            raise ConfigError(f"--capacity {text!r}: not a percentage") from None
+        if not 0 <= share <= 1:
+            raise ConfigError(f"--capacity {text!r}: a share of the graph must lie in 0%..100%")
+        return int(share * num_nodes)
+    if t.isdigit():
+        return int(t)
+    if t.lstrip("-").isdigit():
+        raise ConfigError(f"--capacity must be >= 0 vertices, got {t}")
+    if feat_dim < 1:
+        raise ConfigError(
+            f"--capacity {text!r} is a size, but the graph has no feature dimension; give vertices"
+        )
+    return capacity_in_vertices(parse_size(t, "--capacity"), feat_dim)
+
+
+def parse_fanouts(text: str) -> list[int]:
+    try:
+        fanouts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--fanouts {text!r}: expected integers like 15,10,5") from None
+    if not fanouts or any(f < 1 for f in fanouts):
+        raise ConfigError(f"--fanouts {text!r}: need at least one fanout, all >= 1")
+    return fanouts
+
+
+def _place(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from workbench.graph.datasets import load_dataset
+    from workbench.hardware import load_hardware
+    from workbench.registry import PLACEMENTS, SAMPLERS
+    from workbench.strategies.placement.base import AccessModel, PlacementRequest
+    from workbench.strategies.placement.probability import estimate_access_probability
+
+    if args.gpus < 1:
+        raise ConfigError(f"--gpus must be >= 1, got {args.gpus}")
+    for flag, value in (
+        ("--layers", args.layers),
+        ("--batch-size", args.batch_size),
+        ("--epochs", args.epochs),
+    ):
+        if value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+    # Build the strategy first: a bad name or parameter fails before a graph is generated.
+    placement = PLACEMENTS.create(args.strategy, **parse_params(args.param))
+    fanouts = parse_fanouts(args.fanouts) if args.fanouts else None
+    sampler_name = args.sampler or ("neighbor" if fanouts else None)
+    sampler = None
+    if sampler_name is not None:
+        sampler = SAMPLERS.create(sampler_name, **({"fanouts": fanouts} if fanouts else {}))
+    cluster = load_hardware(args.hardware) if args.hardware else None
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    graph = load_dataset(args.graph, scale=args.scale, seed=args.graph_seed, progress=say)
+    capacity = parse_capacity(args.capacity, graph.num_nodes, graph.feat_dim)
+    num_layers = len(fanouts) if fanouts else args.layers
+    access = AccessModel(
+        sampler=sampler, num_layers=num_layers, batch_size=args.batch_size, epochs=args.epochs
+    )
+    rng = np.random.default_rng(args.seed)
+    request = PlacementRequest(
+        graph=graph, num_gpus=args.gpus, capacity=capacity, cluster=cluster, access=access, rng=rng
+    )
+
+    started = time.perf_counter()
+    # Full-neighborhood sampling has an exact probability; other samplers are pre-sampled.
+    exact = sampler is None or sampler_name == "full"
+    prob = estimate_access_probability(
+        graph,
+        sampler=None if exact else sampler,
+        num_layers=num_layers,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        rng=np.random.default_rng(args.seed),
+    )
+    how = (
+        f"exact, full neighborhood, {num_layers} layers" if exact else f"pre-sampled, {args.epochs} epoch(s)"
+    )
+    say(f"access probabilities ({how}): {time.perf_counter() - started:.2f} s")
+    request = PlacementRequest(
+        graph=graph,
+        num_gpus=args.gpus,
+        capacity=capacity,
+        access_probability=prob,
+        cluster=cluster,
+        access=access,
+        rng=rng,
+    )
+    started = time.perf_counter()
+    result = placement.place(request)
+    place_seconds = time.perf_counter() - started
+
+    print(
+        f"graph {graph.name}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges; "
+        f"{args.gpus} GPU(s), capacity {capacity:,} vertices each"
+    )
+    print(f"strategy {args.strategy}: placed in {place_seconds:.3f} s")
+    groups = result.groups()
+    if len(groups) < args.gpus:
+        print("peer groups (GPUs that read each other's cache): " + " ".join(str(list(g)) for g in groups))
+    if placement.dynamic:
+        return _replay(placement, request, sampler, args)
+    rates = result.expected_hit_rate(prob)
+    print(f"expected feature reads per minibatch: {float(rates.expected_reads[0]):,.1f} vertices")
+    print(f"{'gpu':>4} {'cached':>12} {'local':>8} {'peer':>8} {'host':>8}")
+    for g, size in enumerate(result.cache_sizes()):
+        print(f"{g:>4} {size:>12,} {rates.local[g]:>8.1%} {rates.peer[g]:>8.1%} {rates.host[g]:>8.1%}")
+    print(
+        f"{'all':>4} {sum(result.cache_sizes()):>12,} {rates.local.mean():>8.1%} {rates.peer.mean():>8.1%} "
+        f"{rates.host.mean():>8.1%}"
+    )
+    return 0
+
+
+def _replay(placement: Any, request: Any, sampler: Any, args: argparse.Namespace) -> int:
+    """Feed a dynamic cache ``--epochs`` epochs of minibatches, round-robin over the GPUs; print what it hit."""
+    import numpy as np
+
+    if sampler is None:
+        raise ConfigError(
+            f"{args.strategy} is a dynamic cache: give --sampler to replay minibatches through it"
+        )
+    graph, rng = request.graph, np.random.default_rng(args.seed + 1)
+    hits = np.zeros(args.gpus, dtype=np.int64)
+    reads = np.zeros(args.gpus, dtype=np.int64)
+    step = 0
+    for _ in range(args.epochs):
+        order = rng.permutation(graph.train_nids())
+        for start in range(0, order.shape[0], args.batch_size):
+            gpu = step % args.gpus
+            mb = sampler.sample(graph, order[start : start + args.batch_size], rng)
+            stats = placement.update(mb.input_nodes, gpu=gpu)
+            hits[gpu] += stats.hits
+            reads[gpu] += stats.hits + stats.misses
+            step += 1
+    sizes = placement.state().cache_sizes()
+    print(f"replayed {step} minibatches ({args.epochs} epoch(s), round-robin over GPUs)")
+    print(f"{'gpu':>4} {'cached':>12} {'hit':>8} {'host':>8}")
+    for g in range(args.gpus):
+        rate = hits[g] / reads[g] if reads[g] else 0.0
+        print(f"{g:>4} {sizes[g]:>12,} {rate:>8.1%} {1 - rate if reads[g] else 0.0:>8.1%}")
+    total = hits.sum() / reads.sum() if reads.sum() else 0.0
+    print(f"{'all':>4} {sum(sizes):>12,} {total:>8.1%} {1 - total if reads.sum() else 0.0:>8.1%}")
+    return 0
