@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -121,3 +123,37 @@ def test_bad_names(name: str, error: type, message: str) -> None:
 def test_negative_scale_is_rejected() -> None:
     with pytest.raises(ConfigError, match="scale"):
         load_dataset("products-like", scale=-1)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "datasets"
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+def test_shipped_example_descriptions_load(example: Path, tmp_path) -> None:
+    g = load_dataset(str(example), scale=0.05, cache_dir=tmp_path)
+    g.validate()
+    assert g.name == example.stem and g.labels is not None and g.feat_dim > 0
+
+
+def test_toml_matches_the_equivalent_spec(tmp_path) -> None:
+    from_file = load_dataset(str(EXAMPLES / "rmat-communities-small.toml"), scale=0.1, cache=False)
+    spec = "rmat:n=50000,m=800000,a=0.45,b=0.2,c=0.2,communities=40,p_in=0.8,classes=20,feat=64"
+    from_spec = load_dataset(spec, scale=0.1, cache=False)
+    assert np.array_equal(from_file.indices, from_spec.indices)
+    assert np.array_equal(from_file.labels, from_spec.labels)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('generator = "kronecker"\nn = 10', "generator must be one of"),
+        ('generator = "rmat"\nn = 100\nm = 200\ncolour = 1', "unknown key 'colour'"),
+        ('generator = "rmat"\nn = "many"\nm = 200', "n must be a number"),
+        ("generator = [", "not a readable TOML file"),
+    ],
+)
+def test_bad_toml_descriptions(text: str, message: str, tmp_path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_dataset(str(path), cache=False)

@@ -67,6 +67,7 @@ def _list(args: argparse.Namespace) -> int:
         "ad-hoc: rmat:n=N,m=M[,a=,b=,c=,communities=,p_in=]  sbm:n=N,blocks=B,deg=D[,p_in=,exponent=,concentration=]"
     )
     print("        er:n=N,deg=D   (all take classes=,feat=,train=,val=,test=,noise=)")
+    print('        or a .toml file with generator = "rmat" and the same keys (examples/datasets/)')
     print("files:  a .npz saved by gnnwb, a DGL save_graphs .bin, an OGB node-property folder")
     return 0
 

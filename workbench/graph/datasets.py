@@ -8,7 +8,8 @@
    ``degree_scale`` (a fraction of the real average degree). ``graph.meta["full_size"]``
    records the real graph's size, ``meta["scale"]`` and ``meta["degree_scale"]`` what was kept;
 2. an **ad-hoc generator spec**: ``rmat:n=100000,m=2000000``, ``sbm:n=50000,blocks=20,deg=12,p_in=0.8``
-   or ``er:n=1000,deg=8`` (keys in :data:`SPEC_KEYS`);
+   or ``er:n=1000,deg=8`` (keys in :data:`SPEC_KEYS`), or a ``.toml`` file holding the same
+   keys plus ``generator = "rmat"`` (see ``examples/datasets/``);
 3. a **real graph an installed package ships** (``karate``, ``les-miserables``, ...; see
    :data:`REAL_GRAPHS`);
 4. a **path**: a graph saved by :func:`workbench.graph.io.save_graph` (``.npz``), a DGL
@@ -182,7 +183,11 @@ DATASETS: dict[str, Preset] = {
     )
 }
 
-# Keys of ad-hoc specs ("rmat:n=...,m=..."), with their defaults (None: required).
+# Keys of ad-hoc specs ("rmat:n=...,m=..."), with their defaults (None: required). n: vertices;
+# m: stored directed edges (a symmetric graph stores both directions of m/2 edges); deg: m/n;
+# communities: planted communities (default 2 per class); p_in: share of edges inside them;
+# exponent: degree-corrected SBM tail exponent; concentration: Dirichlet block sizes.
+# Node data (all generators): classes, feat (dims), train/val/test fractions, noise (label noise).
 SPEC_KEYS: dict[str, dict[str, Any]] = {
     "rmat": {"n": None, "m": None, "a": 0.57, "b": 0.19, "c": 0.19, "communities": None, "p_in": 0.7},
     "sbm": {"n": None, "blocks": None, "deg": None, "p_in": 0.8, "exponent": None, "concentration": None},
@@ -289,6 +294,11 @@ def resolve(
     kind, sep, _ = name.partition(":")
     if sep and kind in SPEC_KEYS:
         return _spec_recipe(name, scale, seed)
+    if name.endswith(".toml"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{name}: no such graph description file")
+        return _toml_recipe(path, scale, seed)
     return None
 
 
@@ -346,12 +356,45 @@ def _spec_recipe(spec: str, scale: float | None, seed: int) -> Recipe:
             values[key] = float(raw) if any(ch in raw for ch in ".eE") else int(raw)
         except ValueError:
             raise ConfigError(f"{spec}: {key}={raw!r} is not a number") from None
-    params = {**allowed, **values}
+    return _generator_recipe(spec, kind, values, scale, seed)
+
+
+def _toml_recipe(path: Path, scale: float | None, seed: int) -> Recipe:
+    """A generator graph described by a TOML file: ``generator = "rmat"`` plus the spec keys.
+
+    See ``examples/datasets/*.toml``. ``seed`` in the file overrides the caller's.
+    """
+    import tomllib
+
+    try:
+        table = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not a readable TOML file ({exc})") from exc
+    table = dict(table.get("graph", table))
+    kind = table.pop("generator", None)
+    if kind not in SPEC_KEYS:
+        raise ConfigError(f"{path}: generator must be one of {', '.join(SPEC_KEYS)}, got {kind!r}")
+    table.pop("description", None)
+    seed = int(table.pop("seed", seed))
+    allowed = {**SPEC_KEYS[kind], **_NODE_DATA_KEYS}
+    for key, value in table.items():
+        if key not in allowed:
+            raise ConfigError(f"{path}: unknown key {key!r}; keys for {kind}: {', '.join(allowed)}")
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ConfigError(f"{path}: {key} must be a number, got {value!r}")
+    return _generator_recipe(path.stem, kind, table, scale, seed, where=str(path))
+
+
+def _generator_recipe(
+    name: str, kind: str, values: dict[str, Any], scale: float | None, seed: int, where: str | None = None
+) -> Recipe:
+    where = where or name
+    params = {**SPEC_KEYS[kind], **_NODE_DATA_KEYS, **values}
     missing = [
         k for k, v in params.items() if v is None and k not in ("communities", "exponent", "concentration")
     ]
     if missing:
-        raise ConfigError(f"{spec}: missing {', '.join(missing)}")
+        raise ConfigError(f"{where}: missing {', '.join(missing)}")
     factor = 1.0 if scale is None else scale
     n = max(2, int(round(params["n"] * factor)))
     classes = int(params["classes"])
@@ -386,7 +429,7 @@ def _spec_recipe(spec: str, scale: float | None, seed: int) -> Recipe:
         "test_fraction": params["test"],
         "label_noise": params["noise"],
     }
-    return Recipe(spec, kind, structure, node_data, seed, {"spec": spec, "scale": factor})
+    return Recipe(name, kind, structure, node_data, seed, {"spec": where, "scale": factor, "params": params})
 
 
 def generate(recipe: Recipe, progress: Progress | None = None) -> CSRGraph:
