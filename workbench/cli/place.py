@@ -125,6 +125,7 @@ def _place(args: argparse.Namespace) -> int:
     from workbench.registry import PLACEMENTS, SAMPLERS
     from workbench.strategies.placement.base import AccessModel, PlacementRequest
     from workbench.strategies.placement.probability import estimate_access_probability
+    from workbench.strategies.placement.song_jiang import SongJiangPlacement
 
     if args.gpus < 1:
         raise ConfigError(f"--gpus must be >= 1, got {args.gpus}")
@@ -191,6 +192,10 @@ def _place(args: argparse.Namespace) -> int:
         f"{args.gpus} GPU(s), capacity {capacity:,} vertices each"
     )
     print(f"strategy {args.strategy}: placed in {place_seconds:.3f} s")
+    if isinstance(placement, SongJiangPlacement):
+        for members, alpha in placement.plan_groups(request):
+            case = "Rule 1 (replicate)" if alpha is None else f"Algorithm 1, alpha {alpha:.3g}"
+            print(f"  GPUs {members}: {case}")
     groups = result.groups()
     if len(groups) < args.gpus:
         print("peer groups (GPUs that read each other's cache): " + " ".join(str(list(g)) for g in groups))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, UnknownNameError
 from workbench.graph.csr import CSRGraph
 from workbench.registry import PLACEMENTS
 from workbench.strategies.placement.base import AccessModel, PlacementRequest, capacity_in_vertices
@@ -100,3 +100,31 @@ def test_request_rejects_impossible_parameters() -> None:
         PlacementRequest(graph=g, num_gpus=0, capacity=1)
     with pytest.raises(ConfigError, match="owner"):
         PlacementRequest(graph=g, num_gpus=2, capacity=1, owner=np.array([0, 1, 2, 0, 0]))
+
+
+class _HalvesResult:
+    def __init__(self, owner: np.ndarray) -> None:
+        self.owner = owner
+
+
+class _HalvesPartitioner:
+    """First half of the vertices to part 0, the rest spread over the other parts (test stand-in)."""
+
+    def partition(self, graph: CSRGraph, num_parts: int, rng: np.random.Generator) -> _HalvesResult:
+        n = graph.num_nodes
+        owner = np.zeros(n, dtype=np.int64)
+        owner[n // 2 :] = 1 + np.arange(n - n // 2) % max(num_parts - 1, 1)
+        return _HalvesResult(np.minimum(owner, num_parts - 1))
+
+
+def test_partitioned_resolves_a_partitioner_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.registry import PARTITIONERS
+
+    PARTITIONERS.names()  # load the real partitioners first; add the stand-in for this test only
+    monkeypatch.setitem(PARTITIONERS._entries, "halves-test", _HalvesPartitioner)
+    req = PlacementRequest(graph=star_graph(), num_gpus=2, capacity=3)
+    result = PLACEMENTS.create("partitioned", partitioner="halves-test").place(req)
+    assert [v.tolist() for v in result.gpu_vertices] == [[0, 1], [2, 3, 4]]
+    assert result.home.tolist() == [0, 0, 1, 1, 1]
+    with pytest.raises(UnknownNameError, match="unknown partition strategy"):
+        PLACEMENTS.create("partitioned", partitioner="no-such").place(req)
