@@ -157,3 +157,13 @@ def test_bad_toml_descriptions(text: str, message: str, tmp_path) -> None:
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_dataset(str(path), cache=False)
+
+
+def test_truncated_cache_file_is_regenerated(tmp_path) -> None:
+    good = load_dataset("arxiv-like", scale=0.01, cache_dir=tmp_path)
+    path = cache_path(resolve("arxiv-like", scale=0.01), tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # as if a writer died mid-file (atomic writes prevent this)
+    again = load_dataset("arxiv-like", scale=0.01, cache_dir=tmp_path)
+    assert np.array_equal(good.indices, again.indices)
+    assert path.stat().st_size == len(data)

@@ -173,27 +173,24 @@ def sbm(
     community, share_sq = _plant(num_nodes, num_blocks, p_in_fraction, rng, block_concentration)
     assert community is not None
     if degree_exponent is None:
-        cum_weight = None
+        stubs = None
     else:
         # Pareto propensities, capped at sqrt(n * avg_degree) so hubs do not saturate
         # (more edges to a hub than vertices) and get lost to deduplication.
         theta = (1.0 - rng.random(num_nodes)) ** (-1.0 / (degree_exponent - 1.0))
         np.minimum(theta, np.sqrt(num_nodes * max(avg_degree, 1.0)), out=theta)
-        cum_weight = np.cumsum(theta)
-        cum_weight /= cum_weight[-1]
+        stubs = _stub_table(theta, rng)
         share_sq = _volume_share_sq(community, theta, num_blocks)
 
     def endpoints(count: int, rng: np.random.Generator) -> np.ndarray:
-        if cum_weight is None:
+        if stubs is None:
             return rng.integers(0, num_nodes, count, dtype=np.int64)
-        return np.searchsorted(cum_weight, rng.random(count), side="right").astype(np.int64)
+        return stubs[rng.integers(0, stubs.size, count)]
 
     q = _rewire_share(p_in_fraction, share_sq)
 
     def draw(count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         src, dst = endpoints(count, rng), endpoints(count, rng)
-        np.minimum(src, num_nodes - 1, out=src)
-        np.minimum(dst, num_nodes - 1, out=dst)
         return src, _rewire_within(src, dst, community, q, rng)
 
     src, dst = _distinct_edges(draw, num_nodes, int(round(num_nodes * avg_degree)), symmetric, rng, "sbm")
@@ -250,6 +247,19 @@ def _plant(
     community[rng.permutation(num_nodes)[:num_communities]] = np.arange(num_communities)
     sizes = np.bincount(community, minlength=num_communities) / num_nodes
     return community, float(np.sum(sizes**2))
+
+
+def _stub_table(weight: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Vertex ids repeated in proportion to ``weight``: a uniform draw from it is a weighted draw.
+
+    About 8 entries per vertex, rounded stochastically, so every weight is kept in
+    expectation. A gather from this table is ~10x faster than ``searchsorted`` on a
+    cumulative sum (random access into 8 MB instead of ~20 binary-search probes).
+    """
+    expected = weight / weight.sum() * (8 * weight.size)
+    counts = np.floor(expected).astype(np.int64)
+    counts += rng.random(weight.size) < (expected - counts)
+    return np.repeat(np.arange(weight.size, dtype=np.int64), counts)
 
 
 def _volume_share_sq(community: np.ndarray, weight: np.ndarray, k: int) -> float:
