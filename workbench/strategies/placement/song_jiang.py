@@ -48,6 +48,13 @@ which is consistent with the loop bound and the worked example:
    ends the algorithm (``new`` only gets less probable and ``old`` more, so no later
    replacement could pass). The GPU taking it adds ``p(new)`` to its ``p_sum``.
 
+The slide's worked example (GPU0 holding 1 and 3, GPU1 holding 4 and 2) is exactly
+what this reading produces (``tests/strategies/placement/test_song_jiang.py`` writes
+out the steps). Its annotation "p_4 > 0.3 * p_2" names vertex 2, but 4 displaces
+the second copy of 1 (2 has a single copy left by then); since ``p(1) >= p(2)`` our
+check is the stricter one, and both pass in the example. Its ``p_sum`` figures are
+unreadable in the extraction.
+
 Run time: one sort, then ``O(N)`` vectorized work plus a numba loop over at most
 ``BSIZE`` rounds that sorts ``n`` sums each (``O(BSIZE n^2)``, ``n`` the GPUs in a
 group).
