@@ -167,3 +167,8 @@ def test_truncated_cache_file_is_regenerated(tmp_path) -> None:
     again = load_dataset("arxiv-like", scale=0.01, cache_dir=tmp_path)
     assert np.array_equal(good.indices, again.indices)
     assert path.stat().st_size == len(data)
+
+
+def test_scale_on_a_stored_graph_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="scale applies only"):
+        load_dataset("karate", scale=0.5)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from workbench.errors import ConfigError
 from workbench.graph.generators import erdos_renyi, rmat, sbm
@@ -123,3 +125,30 @@ def test_rmat_one_million_vertices_twenty_million_edges_under_30_s() -> None:
     g = rmat(1_000_000, 20_000_000, seed=0)
     assert g.num_edges == 20_000_000
     assert time.perf_counter() - start < 30.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(8, 400),
+    degree=st.floats(0.5, 6.0),
+    seed=st.integers(0, 2**16),
+    symmetric=st.booleans(),
+    kind=st.sampled_from(["rmat", "sbm", "sbm-dc", "rmat-communities"]),
+)
+def test_generators_always_give_simple_graphs_of_the_asked_size(n, degree, seed, symmetric, kind) -> None:
+    m = int(n * degree) // 2 * 2
+    assume(m <= n * (n - 1) // 4)  # denser graphs are refused (see test_bad_parameters_raise_config_error)
+    if kind == "rmat":
+        g = rmat(n, m, seed, symmetric=symmetric)
+    elif kind == "rmat-communities":
+        g = rmat(n, m, seed, symmetric=symmetric, num_communities=max(1, n // 10), p_in=0.7)
+    else:
+        exponent = 2.5 if kind == "sbm-dc" else None
+        g = sbm(n, max(1, n // 20), m / n, 0.7, seed, degree_exponent=exponent, symmetric=symmetric)
+    _no_loops_or_duplicates(g)
+    assert g.num_nodes == n
+    assert g.num_edges == m
+    if symmetric:
+        assert _is_symmetric(g)
+    if g.communities is not None:
+        assert g.communities.shape == (n,) and g.communities.min() >= 0

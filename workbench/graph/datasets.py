@@ -223,6 +223,11 @@ def load_dataset(
     if recipe is None:
         from workbench.graph import loaders
 
+        if scale is not None or degree_scale is not None:
+            # A stored graph has one size; silently ignoring the factor would mislead.
+            raise ConfigError(
+                f"{name}: scale applies only to presets and generator specs, not to stored graphs"
+            )
         if name in loaders.REAL_GRAPHS:
             return loaders.load_real_graph(name, seed=seed)
         path = Path(name).expanduser()
