@@ -71,14 +71,17 @@ def test_generate_writes_cache_and_output(tmp_path, capsys) -> None:
         (["show", "products-lke"], "unknown data set 'products-lke'"),
         (["show", "products-like", "--scale", "-2"], "scale must be positive"),
         (["generate", "rmat:n=10"], "missing m"),
-        (["show", "NOT_A_GRAPH_FILE"], "not a readable graph file"),
+        (["show", "NOT_A_GRAPH.npz"], "not a readable graph file"),
+        (["show", "NOT_A_GRAPH.bin"], "not a DGL graph file"),
     ],
 )
 def test_bad_input_is_one_line_error(args: list[str], message: str, tmp_path) -> None:
-    if "NOT_A_GRAPH_FILE" in args:
-        bad = tmp_path / "notes.npz"
-        bad.write_text("these are my notes, not a graph\n")
-        args = [str(bad) if a == "NOT_A_GRAPH_FILE" else a for a in args]
+    args = list(args)
+    for i, arg in enumerate(args):
+        if arg.startswith("NOT_A_GRAPH"):
+            bad = tmp_path / arg
+            bad.write_text("these are my notes, not a graph\n")
+            args[i] = str(bad)
     r = _run(*args, cache=tmp_path / "cache")
     assert r.returncode == 2, r.stderr
     assert message in r.stderr

@@ -166,3 +166,15 @@ def test_dgl_file_that_is_not_a_graph(dgl, tmp_path) -> None:
     bad.write_bytes(b"\x00\x01 not a dgl graph" * 10)
     with pytest.raises(GraphFormatError, match="not a DGL graph file"):
         load_dgl_graph(bad)
+
+
+def test_truncated_dgl_file_is_a_one_line_error(dgl, tmp_path) -> None:
+    import torch
+
+    g = dgl.graph((torch.tensor([0, 1]), torch.tensor([1, 2])))
+    path = tmp_path / "cut.bin"
+    dgl.save_graphs(str(path), [g])
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(GraphFormatError, match="not a readable DGL graph file") as exc:
+        load_graph_file(path)
+    assert "\n" not in str(exc.value)

@@ -40,10 +40,11 @@ def load_graph_file(path: str | Path, *, symmetric: bool = True) -> CSRGraph:
         return load_ogb(path, symmetric=symmetric)
     if not path.is_file():
         raise GraphFormatError(f"{path}: no such graph file or folder")
-    head = path.open("rb").read(4)
+    with path.open("rb") as f:
+        head = f.read(8)
     if path.suffix == ".npz" or head.startswith(b"PK"):
         return io.load_graph(path)
-    if path.suffix == ".bin":
+    if path.suffix == ".bin" or head == _DGL_MAGIC:
         return load_dgl_graph(path, symmetric=symmetric)
     raise GraphFormatError(
         f"{path}: unknown graph file type (expected a .npz saved by gnnwb, a DGL .bin or an OGB data set folder)"
@@ -191,6 +192,8 @@ def _ogb_split(root: Path, num_nodes: int, kind: str | None) -> tuple[np.ndarray
 
 
 # ---- DGL ---------------------------------------------------------------------------
+# First 8 bytes of every dgl.save_graphs file (kDGLSerializeMagic in DGL's graph_serialize.cc).
+_DGL_MAGIC = (0xDD2E4FF046B4A13F).to_bytes(8, "little")
 _FEATURE_KEYS = ("feat", "features", "x")
 _LABEL_KEYS = ("label", "labels", "y")
 _MASK_KEYS = {
@@ -211,11 +214,20 @@ def load_dgl_graph(path: str | Path, *, index: int = 0, symmetric: bool = True) 
     path = Path(path).expanduser()
     if not path.is_file():
         raise GraphFormatError(f"{path}: no such DGL graph file")
+    with path.open("rb") as f:
+        if f.read(8) != _DGL_MAGIC:
+            # Checked here: DGL's own error for a foreign file is a multi-line C++ stack trace.
+            raise GraphFormatError(
+                f"{path}: not a DGL graph file (it does not start with DGL's magic number)"
+            )
     dgl = load_dgl()
     try:
         graphs, _ = dgl.load_graphs(str(path))
-    except Exception as exc:  # noqa: BLE001 - DGL raises DGLError and others for a foreign file
-        raise GraphFormatError(f"{path}: not a DGL graph file ({type(exc).__name__}: {exc})") from exc
+    except Exception as exc:  # noqa: BLE001 - DGL raises DGLError and others for a damaged file
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise GraphFormatError(
+            f"{path}: not a readable DGL graph file ({type(exc).__name__}: {first_line})"
+        ) from exc
     if not 0 <= index < len(graphs):
         raise GraphFormatError(f"{path}: holds {len(graphs)} graphs, no graph {index}")
     g = graphs[index]
