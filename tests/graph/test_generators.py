@@ -152,3 +152,22 @@ def test_generators_always_give_simple_graphs_of_the_asked_size(n, degree, seed,
         assert _is_symmetric(g)
     if g.communities is not None:
         assert g.communities.shape == (n,) and g.communities.min() >= 0
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("communities", [0, 16])
+def test_connect_isolated_keeps_the_count_and_leaves_almost_no_isolated_vertex(
+    symmetric, communities
+) -> None:
+    kwargs = {"num_communities": communities, "p_in": 0.8, "symmetric": symmetric}
+    raw = rmat(20_000, 100_000, seed=5, **kwargs)
+    fixed = rmat(20_000, 100_000, seed=5, connect_isolated=True, **kwargs)
+    _no_loops_or_duplicates(fixed)
+    assert fixed.num_edges == raw.num_edges == 100_000
+    isolated_before = raw.summary()["isolated"]
+    assert isolated_before > 2000
+    assert fixed.summary()["isolated"] < 0.01 * isolated_before
+    if not symmetric:  # directed: the new edges point into the formerly isolated vertices
+        assert np.count_nonzero(fixed.in_degrees() == 0) < np.count_nonzero(raw.in_degrees() == 0)
+    # The heavy tail survives.
+    assert fixed.in_degrees().max() > 20 * fixed.in_degrees().mean()
