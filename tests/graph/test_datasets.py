@@ -86,7 +86,11 @@ def test_default_cache_dir_follows_environment(tmp_path, monkeypatch) -> None:
     "spec, nodes, edges",
     [
         ("rmat:n=4000,m=40000", 4000, 40000),
-        ("rmat:n=4000,m=40000,a=0.5,b=0.2,c=0.2,communities=10,p_in=0.5,classes=5,feat=8", 4000, 40000),
+        (
+            "rmat:n=4000,m=40000,a=0.5,b=0.2,c=0.2,communities=10,p_in=0.5,classes=5,feat=8,connect=1",
+            4000,
+            40000,
+        ),
         ("sbm:n=3000,blocks=6,deg=8,p_in=0.9,exponent=2.5,classes=6", 3000, 24000),
     ],
 )
@@ -137,7 +141,7 @@ def test_shipped_example_descriptions_load(example: Path, tmp_path) -> None:
 
 def test_toml_matches_the_equivalent_spec(tmp_path) -> None:
     from_file = load_dataset(str(EXAMPLES / "rmat-communities-small.toml"), scale=0.1, cache=False)
-    spec = "rmat:n=50000,m=800000,a=0.45,b=0.2,c=0.2,communities=40,p_in=0.8,classes=20,feat=64"
+    spec = "rmat:n=50000,m=800000,a=0.45,b=0.2,c=0.2,connect=1,communities=40,p_in=0.8,classes=20,feat=64"
     from_spec = load_dataset(spec, scale=0.1, cache=False)
     assert np.array_equal(from_file.indices, from_spec.indices)
     assert np.array_equal(from_file.labels, from_spec.labels)

@@ -64,7 +64,7 @@ def _list(args: argparse.Namespace) -> int:
     print()
     print("shipped real graphs: " + ", ".join(f"{name} ({what})" for name, what in REAL_GRAPHS.items()))
     print(
-        "ad-hoc: rmat:n=N,m=M[,a=,b=,c=,communities=,p_in=]  sbm:n=N,blocks=B,deg=D[,p_in=,exponent=,concentration=]"
+        "ad-hoc: rmat:n=N,m=M[,a=,b=,c=,communities=,p_in=,connect=1]  sbm:n=N,blocks=B,deg=D[,p_in=,exponent=,concentration=]"
     )
     print("        er:n=N,deg=D   (all take classes=,feat=,train=,val=,test=,noise=)")
     print('        or a .toml file with generator = "rmat" and the same keys (examples/datasets/)')

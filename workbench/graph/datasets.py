@@ -187,10 +187,20 @@ DATASETS: dict[str, Preset] = {
 # Keys of ad-hoc specs ("rmat:n=...,m=..."), with their defaults (None: required). n: vertices;
 # m: stored directed edges (a symmetric graph stores both directions of m/2 edges); deg: m/n;
 # communities: planted communities (default 2 per class); p_in: share of edges inside them;
-# exponent: degree-corrected SBM tail exponent; concentration: Dirichlet block sizes.
+# connect=1: give R-MAT's isolated vertices one edge each; exponent: degree-corrected SBM tail
+# exponent; concentration: Dirichlet block sizes.
 # Node data (all generators): classes, feat (dims), train/val/test fractions, noise (label noise).
 SPEC_KEYS: dict[str, dict[str, Any]] = {
-    "rmat": {"n": None, "m": None, "a": 0.57, "b": 0.19, "c": 0.19, "communities": None, "p_in": 0.7},
+    "rmat": {
+        "n": None,
+        "m": None,
+        "a": 0.57,
+        "b": 0.19,
+        "c": 0.19,
+        "communities": None,
+        "p_in": 0.7,
+        "connect": 0,
+    },
     "sbm": {"n": None, "blocks": None, "deg": None, "p_in": 0.8, "exponent": None, "concentration": None},
     "er": {"n": None, "deg": None},
 }
@@ -415,6 +425,7 @@ def _generator_recipe(
             "c": params["c"],
             "num_communities": min(communities, n),
             "p_in": params["p_in"],
+            "connect_isolated": bool(params["connect"]),
         }
     elif kind == "sbm":
         structure = {
