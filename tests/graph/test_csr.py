@@ -100,3 +100,9 @@ def test_bad_input_raises_graph_format_error() -> None:
     bad = CSRGraph(indptr=np.array([0, 2, 1]), indices=np.array([0]))
     with pytest.raises(GraphFormatError):
         bad.validate()
+
+
+def test_many_duplicates_collapse_to_one_edge() -> None:
+    # 256 copies would sum to 0 in an 8-bit counter; the edge must survive.
+    g = CSRGraph.from_edges(np.zeros(256, dtype=np.int64), np.ones(256, dtype=np.int64), 3)
+    assert g.indptr.tolist() == [0, 0, 1, 1] and g.indices.tolist() == [0]

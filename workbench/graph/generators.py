@@ -125,7 +125,7 @@ def rmat(
             relabeled[perm] = community
             community = relabeled
         meta["relabel"] = "random permutation of R-MAT ids (seeded from seed); R-MAT puts hubs at low ids"
-    g = CSRGraph.from_edges(src, dst, num_nodes, dedup=False, name=name, communities=community)
+    g = CSRGraph.from_edges(src, dst, num_nodes, name=name, communities=community)
     g.meta = meta
     return g
 
@@ -205,7 +205,7 @@ def sbm(
 
     keys = _distinct_edges(draw, num_nodes, int(round(num_nodes * avg_degree)), symmetric, rng, "sbm")
     src, dst = _edges_of(keys, num_nodes, symmetric)
-    g = CSRGraph.from_edges(src, dst, num_nodes, dedup=False, name=name, communities=community)
+    g = CSRGraph.from_edges(src, dst, num_nodes, name=name, communities=community)
     g.meta = {
         "generator": "sbm",
         "num_nodes": num_nodes,
