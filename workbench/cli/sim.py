@@ -1,4 +1,9 @@
-"""``gnnwb sim``: placeholder until its issue lands (see COMMAND_MODULES in main.py)."""
+"""``gnnwb sim PLAN.json --hardware PRESET_OR_TOML``: simulate an iteration plan.
+
+Prints per-phase times and the makespan; ``--trace out.parquet`` writes the trace.
+Once execution schemes exist, the same command will also build plans from a run
+configuration.
+"""
 
 from __future__ import annotations
 
@@ -6,5 +11,64 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sim", help="(not built yet)")
-    p.set_defaults(handler=lambda args: print("gnnwb sim: not built yet") or 1)
+    p = sub.add_parser(
+        "sim",
+        help="simulate an iteration plan (JSON) on a cluster and print per-phase times",
+        description="Run a plan file on a simulated cluster: per-phase busy time and span, bytes moved, "
+        "and the makespan.",
+    )
+    p.add_argument("plan", metavar="PLAN.json", help="plan file (see examples/plans/)")
+    p.add_argument(
+        "--hardware",
+        metavar="PRESET_OR_TOML",
+        default=None,
+        help="cluster preset name or hardware TOML file (default: the plan's meta.hardware)",
+    )
+    p.add_argument("--trace", metavar="OUT.parquet", default=None, help="write the trace here")
+    p.add_argument("--seed", type=int, default=0, help="seed for any randomness (default 0)")
+    p.add_argument("--run-id", default=None, help="run id in the trace (default: the plan's name)")
+    p.add_argument("--cost-model", metavar="JSON", default=None, help="a saved LinearCostModel")
+    p.set_defaults(handler=run_sim)
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sim import LinearCostModel, simulate
+    from workbench.errors import PlanError
+    from workbench.hardware import load_hardware
+    from workbench.plan import Plan
+    from workbench.trace import write_trace
+
+    plan = Plan.load(args.plan)
+    hardware = args.hardware or plan.meta.get("hardware")
+    if not hardware:
+        raise PlanError(f"{args.plan}: no --hardware given and the plan has no meta.hardware")
+    if args.hardware is None and str(hardware) not in _preset_names():
+        # a hardware file named in the plan is relative to the plan's folder
+        candidate = Path(args.plan).parent / str(hardware)
+        if candidate.exists():
+            hardware = str(candidate)
+    cluster = load_hardware(hardware)
+    cost_model = LinearCostModel.from_json(Path(args.cost_model)) if args.cost_model else None
+    result = simulate(plan, cluster, cost_model=cost_model, run_id=args.run_id or plan.name, seed=args.seed)
+    print(f"plan {plan.name!r} on {cluster.name}: {len(plan.tasks)} tasks")
+    summary = result.phase_summary()
+    if len(summary):
+        print(f"{'phase':<14} {'count':>7} {'busy (ms)':>12} {'span (ms)':>12} {'bytes':>14}")
+        for row in summary.itertuples(index=False):
+            print(
+                f"{row.phase:<14} {row.count:>7} {row.busy_s * 1e3:>12.4f} {row.span_s * 1e3:>12.4f} "
+                f"{row.bytes:>14,}"
+            )
+    print(f"makespan: {result.makespan * 1e3:.6f} ms ({result.makespan:.9g} s)")
+    if args.trace:
+        out = write_trace(result.trace, args.trace)
+        print(f"trace: {out} ({len(result.trace)} rows)")
+    return 0
+
+
+def _preset_names() -> set[str]:
+    from workbench.hardware import PRESETS
+
+    return set(PRESETS)

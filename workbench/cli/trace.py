@@ -1,4 +1,9 @@
-"""``gnnwb trace``: placeholder until its issue lands (see COMMAND_MODULES in main.py)."""
+"""``gnnwb trace``: look at trace files (simulated or measured alike).
+
+``gnnwb trace show TRACE.parquet`` prints the per-phase summary and the makespan;
+``gnnwb trace export TRACE.parquet --chrome out.json`` writes a timeline for
+Perfetto or chrome://tracing.
+"""
 
 from __future__ import annotations
 
@@ -6,5 +11,46 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trace", help="(not built yet)")
-    p.set_defaults(handler=lambda args: print("gnnwb trace: not built yet") or 1)
+    p = sub.add_parser("trace", help="summarise a trace or export it as a Chrome/Perfetto timeline")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    show = actions.add_parser("show", help="per-phase summary and makespan of a trace")
+    show.add_argument("trace", metavar="TRACE.parquet")
+    show.set_defaults(handler=show_trace)
+    export = actions.add_parser("export", help="write a trace as Chrome trace-event JSON")
+    export.add_argument("trace", metavar="TRACE.parquet")
+    export.add_argument(
+        "--chrome",
+        metavar="OUT.json",
+        required=True,
+        help="output file (open in Perfetto or chrome://tracing)",
+    )
+    export.set_defaults(handler=export_trace)
+
+
+def show_trace(args: argparse.Namespace) -> int:
+    from workbench.trace import makespan, phase_summary, read_trace
+
+    df = read_trace(args.trace)
+    runs = sorted(df["run_id"].unique()) if len(df) else []
+    print(f"{args.trace}: {len(df)} rows, runs: {', '.join(runs) or '-'}")
+    summary = phase_summary(df)
+    if len(summary):
+        print(f"{'phase':<14} {'count':>7} {'busy (ms)':>12} {'span (ms)':>12} {'bytes':>14}")
+        for row in summary.itertuples(index=False):
+            print(
+                f"{row.phase:<14} {row.count:>7} {row.busy_s * 1e3:>12.4f} {row.span_s * 1e3:>12.4f} "
+                f"{row.bytes:>14,}"
+            )
+    print(f"makespan: {makespan(df) * 1e3:.6f} ms")
+    return 0
+
+
+def export_trace(args: argparse.Namespace) -> int:
+    from workbench.timeline import write_chrome_trace
+    from workbench.trace import read_trace
+
+    df = read_trace(args.trace)
+    out = write_chrome_trace(df, args.chrome)
+    print(f"wrote {out}: {len(df)} events")
+    return 0

@@ -1,0 +1,59 @@
+"""Collectives as rings of point-to-point steps.
+
+``devices`` in the task's order form the ring d0 -> d1 -> ... -> d(n-1) -> d0; ``B``
+is the task's ``bytes`` (each device's buffer). Each step moves chunks between ring
+neighbours over their routes, all at once, sharing links fairly with each other and
+with any other traffic; a step ends when its last chunk arrives, and the next step
+starts then (steps are synchronous, as in NCCL's ring).
+
+============== ===================================================================
+allreduce      reduce-scatter then all-gather: 2(n-1) steps, each d_i -> d_(i+1) moves B/n
+reducescatter  n-1 steps of B/n
+allgather      n-1 steps of B/n (B is the gathered buffer, as NCCL counts it)
+broadcast      from d0 along the chain d0 -> d1 -> ... -> d(n-1), pipelined in infinitely
+               small chunks: one step where every chain edge carries B at once
+alltoall       one step where every ordered pair (i, j), i != j, exchanges B/n
+============== ===================================================================
+
+Latency enters once per step: a step first waits the largest route latency among its
+chunks (for broadcast, the sum of the chain's latencies: the first byte crosses every
+hop), then its chunks drain at their fair rates. So an all-reduce over n GPUs whose
+ring edges each get bandwidth ``bw`` and latency ``a`` takes
+``2(n-1) * (a + B / (n * bw))``; with ``a = 0`` that is ``2(n-1)/n * B / bw``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.topology import Route, Topology
+
+
+@dataclass(frozen=True)
+class Step:
+    chunks: tuple[tuple[Route, float], ...]  # (route, bytes); routes with no links are left out
+    latency: float
+
+
+def collective_steps(op: str, devices: list[str], nbytes: int, topo: Topology, where: str) -> list[Step]:
+    n = len(devices)
+    if n < 2:
+        return []
+    ring = [(devices[i], devices[(i + 1) % n]) for i in range(n)]
+    if op in ("allreduce", "reducescatter", "allgather"):
+        count = 2 * (n - 1) if op == "allreduce" else n - 1
+        step = _step([(topo.route_or_raise(a, b, where), nbytes / n) for a, b in ring])
+        return [step] * count
+    if op == "broadcast":
+        chain = [topo.route_or_raise(a, b, where) for a, b in ring[:-1]]
+        step = _step([(r, float(nbytes)) for r in chain])
+        return [Step(step.chunks, sum(r.latency for r in chain))]
+    if op == "alltoall":
+        pairs = [(a, b) for a in devices for b in devices if a != b]
+        return [_step([(topo.route_or_raise(a, b, where), nbytes / n) for a, b in pairs])]
+    raise ValueError(f"unknown collective {op!r}")  # Plan.validate rejects these first
+
+
+def _step(chunks: list[tuple[Route, float]]) -> Step:
+    moving = tuple((r, b) for r, b in chunks if r.links and b > 0)
+    return Step(moving, max((r.latency for r, _ in chunks), default=0.0))

@@ -1,0 +1,143 @@
+"""Compute-time cost models: seconds from a task's cost features.
+
+The pattern is ROC's linear model. For a task on a device with peak rate ``peak_flops``
+and memory bandwidth ``memory_bandwidth``::
+
+    seconds = intercept
+            + per_flop    * flops / peak_flops             # 1 / achieved fraction of peak
+            + per_byte    * bytes / memory_bandwidth       # 1 / achieved fraction of bandwidth
+            + per_edge    * edges
+            + per_vertex  * vertices
+
+Coefficients are kept per device model: the GPU's ``GPUSpec.model`` (``"P100"``,
+``"A100-40GB"``, ...), ``"cpu"`` for host compute, and ``"default"`` for any GPU
+model without its own entry. Calibration (a later issue) fits them from traces and
+saves them with :meth:`LinearCostModel.to_json`.
+
+A task whose features include ``seconds`` takes exactly that long; the model is not
+consulted (hand-written plans and analytic tests use this).
+
+Defaults (why):
+
+* GPU: 5 us per kernel launch; sparse GNN kernels reach about half of peak FLOP/s
+  and 70 % of memory bandwidth, and the two are added (a conservative roofline);
+  no per-edge or per-vertex terms, because ``flops`` and ``bytes`` already count them.
+* CPU (host work such as sampling): 20 us fixed; one core does about 10 M sampled
+  edges/s and 5 M vertices/s (id remapping, hashing), in line with DGL's CPU sampler
+  (about 70 minibatches/s of ~1.5 M edges on 2 threads, see DESIGN.md); ``flops`` at
+  50 GFLOP/s per core and ``bytes`` at the host memory bandwidth.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import ConfigError
+from workbench.hardware.spec import ClusterSpec
+from workbench.plan import Task
+
+CPU_CORE_FLOPS = 50e9  # peak FLOP/s that ``per_flop`` scales for host compute
+
+
+@dataclass(frozen=True)
+class LinearCoefficients:
+    intercept: float = 0.0
+    per_flop: float = 0.0
+    per_byte: float = 0.0
+    per_edge: float = 0.0
+    per_vertex: float = 0.0
+
+    def predict(self, features: dict[str, float], peak_flops: float, memory_bandwidth: float) -> float:
+        return (
+            self.intercept
+            + self.per_flop * features.get("flops", 0.0) / peak_flops
+            + self.per_byte * features.get("bytes", 0.0) / memory_bandwidth
+            + self.per_edge * features.get("edges", 0.0)
+            + self.per_vertex * features.get("vertices", 0.0)
+        )
+
+
+DEFAULT_GPU = LinearCoefficients(intercept=5e-6, per_flop=2.0, per_byte=1.0 / 0.7)
+DEFAULT_CPU = LinearCoefficients(intercept=20e-6, per_edge=1e-7, per_vertex=2e-7, per_flop=1.0, per_byte=1.0)
+
+
+@dataclass
+class LinearCostModel:
+    """Coefficients per device model; ``"default"`` covers GPU models without an entry."""
+
+    coefficients: dict[str, LinearCoefficients] = field(
+        default_factory=lambda: {"default": DEFAULT_GPU, "cpu": DEFAULT_CPU}
+    )
+    provenance: str = "defaults (sim/costmodel.py)"
+
+    def coefficients_for(self, model: str) -> LinearCoefficients:
+        c = self.coefficients.get(model)
+        if c is None:
+            c = self.coefficients.get("default", DEFAULT_GPU if model != "cpu" else DEFAULT_CPU)
+        return c
+
+    def seconds(self, task: Task, cluster: ClusterSpec) -> float:
+        """Duration of compute ``task`` on its device."""
+        features = task.features
+        explicit = features.get("seconds")
+        if explicit is not None:
+            return float(explicit)
+        device = task.device or ""
+        if device.endswith(".host"):
+            machine = cluster.machine_of(device)
+            return self.coefficients_for("cpu").predict(
+                features, CPU_CORE_FLOPS, machine.host_memory_bandwidth
+            )
+        gpu = cluster.gpu(device)
+        return self.coefficients_for(gpu.model).predict(features, gpu.flops, gpu.memory_bandwidth)
+
+    # ---- files -----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "linear",
+            "provenance": self.provenance,
+            "coefficients": {k: asdict(v) for k, v in self.coefficients.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<cost model>") -> LinearCostModel:
+        if data.get("kind", "linear") != "linear":
+            raise ConfigError(f"{source}: kind {data.get('kind')!r}; allowed: linear")
+        allowed = {f.name for f in fields(LinearCoefficients)}
+        coefficients = {}
+        for model, raw in dict(data.get("coefficients", {})).items():
+            unknown = set(raw) - allowed
+            if unknown:
+                raise ConfigError(
+                    f"{source}: coefficients.{model} has unknown field(s) {', '.join(sorted(unknown))}; "
+                    f"allowed: {', '.join(sorted(allowed))}"
+                )
+            try:
+                coefficients[str(model)] = LinearCoefficients(**{k: float(v) for k, v in raw.items()})
+            except (TypeError, ValueError):
+                raise ConfigError(f"{source}: coefficients.{model} must be numbers") from None
+        if not coefficients:
+            raise ConfigError(f"{source}: no coefficients")
+        return cls(coefficients, str(data.get("provenance", source)))
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=1, sort_keys=True)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path: str | Path) -> LinearCostModel:
+        p = Path(text_or_path)
+        if isinstance(text_or_path, Path) or (not str(text_or_path).lstrip().startswith("{") and p.exists()):
+            try:
+                return cls.from_dict(json.loads(p.read_text()), str(p))
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{p}: not valid JSON: {exc}") from None
+        try:
+            return cls.from_dict(json.loads(str(text_or_path)))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"cost model: not valid JSON: {exc}") from None
