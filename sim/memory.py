@@ -50,12 +50,10 @@ def capacities(cluster: ClusterSpec) -> dict[str, int]:
 
 
 def format_bytes(n: float) -> str:
-    if n >= 2**30:
-        return f"{n / 2**30:.1f} GiB"
-    if n >= 2**20:
-        return f"{n / 2**20:.1f} MiB"
-    if n >= 2**10:
-        return f"{n / 2**10:.1f} KiB"
+    """One decimal, none when it is zero: ``18.2 GiB``, ``16 GiB``."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
     return f"{int(n)} B"
 
 
