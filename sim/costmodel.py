@@ -72,6 +72,11 @@ class LinearCostModel:
         default_factory=lambda: {"default": DEFAULT_GPU, "cpu": DEFAULT_CPU}
     )
     provenance: str = "defaults (sim/costmodel.py)"
+    # Per cluster (by identity, holding it so the id stays unique), per device:
+    # the coefficients, peak FLOP/s and memory bandwidth that apply.
+    _devices: dict[int, tuple[ClusterSpec, dict[str, tuple[LinearCoefficients, float, float]]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def coefficients_for(self, model: str) -> LinearCoefficients:
         c = self.coefficients.get(model)
@@ -85,14 +90,21 @@ class LinearCostModel:
         explicit = features.get("seconds")
         if explicit is not None:
             return float(explicit)
-        device = task.device or ""
+        entry = self._devices.get(id(cluster))
+        if entry is None or entry[0] is not cluster:
+            entry = self._devices[id(cluster)] = (cluster, {})
+        params = entry[1].get(task.device or "")
+        if params is None:
+            params = entry[1][task.device or ""] = self._device_params(task.device or "", cluster)
+        coefficients, peak, bandwidth = params
+        return coefficients.predict(features, peak, bandwidth)
+
+    def _device_params(self, device: str, cluster: ClusterSpec) -> tuple[LinearCoefficients, float, float]:
         if device.endswith(".host"):
             machine = cluster.machine_of(device)
-            return self.coefficients_for("cpu").predict(
-                features, CPU_CORE_FLOPS, machine.host_memory_bandwidth
-            )
+            return self.coefficients_for("cpu"), CPU_CORE_FLOPS, machine.host_memory_bandwidth
         gpu = cluster.gpu(device)
-        return self.coefficients_for(gpu.model).predict(features, gpu.flops, gpu.memory_bandwidth)
+        return self.coefficients_for(gpu.model), gpu.flops, gpu.memory_bandwidth
 
     # ---- files -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

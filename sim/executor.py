@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import math
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -63,7 +64,7 @@ class PlanExecutor:
         self.seed = seed
         self.jitter = jitter
         self.memory: dict[str, int] = {}
-        self.stats: dict[str, int] = {}
+        self.stats: dict[str, float] = {}
 
     def run(self, plan: Plan, on_task_end: TaskEndHook) -> float:
         """Execute ``plan``; return its makespan in seconds. Raises PlanError before running anything."""
@@ -73,10 +74,15 @@ class PlanExecutor:
         collecting = gc.isenabled()
         gc.disable()
         try:
+            t0 = time.perf_counter()
             plan.validate(self.cluster.memory_nodes())
             self.memory = check_memory(plan, self.cluster)
+            t1 = time.perf_counter()
             run = _Run(self, plan, on_task_end)
-            return run.execute()
+            makespan = run.execute()
+            self.stats["validate_s"] = t1 - t0
+            self.stats["execute_s"] = time.perf_counter() - t1
+            return makespan
         finally:
             if collecting:
                 gc.enable()

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 
 from sim.clock import LATE, SimClock
 
+MEMO_LIMIT = 100_000  # memoised components kept before the memo starts afresh
+
 
 class Flow:
     __slots__ = ("links", "remaining", "rate", "updated", "version", "on_done")
@@ -45,6 +47,7 @@ class FlowNetwork:
         self._dirty: dict[int, None] = {}
         self._rebalance_pending = False
         self.rebalances = 0
+        self._memo: dict[tuple[tuple[int, ...], ...], tuple[float, ...]] = {}
 
     def start(self, links: tuple[int, ...], nbytes: float, on_done: Callable[[], None]) -> Flow:
         """Start moving ``nbytes`` over ``links`` (non-empty); ``on_done()`` runs when the last byte is through."""
@@ -94,11 +97,12 @@ class FlowNetwork:
             frontier = grown
         if not comp_flows:
             return
-        rates = self._max_min(comp_links, comp_flows)
+        flows = list(comp_flows)
+        rates = self._max_min(flows)
         now = self.clock._now
         call_at = self.clock.call_at
         finish = self._finish
-        for f, rate in rates.items():
+        for f, rate in zip(flows, rates, strict=True):  # component order: deterministic rescheduling
             if rate == f.rate and f.version:
                 continue  # unchanged: its scheduled completion stands
             if f.version:
@@ -110,32 +114,58 @@ class FlowNetwork:
             f.version += 1
             call_at(now + f.remaining / rate, _Completion(finish, f, f.version))
 
-    def _max_min(self, comp_links: dict[int, None], comp_flows: dict[Flow, None]) -> dict[Flow, float]:
-        """Progressive filling; ties between equally tight links go to the lower link id."""
-        flows_on = self.flows_on
-        if len(comp_flows) == 1:
-            (f,) = comp_flows
-            return {f: min(self.capacity[lid] for lid in f.links)}
-        cap = {lid: self.capacity[lid] for lid in sorted(comp_links)}
-        count = {lid: len(flows_on[lid]) for lid in cap}
-        rates: dict[Flow, float] = {}
-        while len(rates) < len(comp_flows):
+    def _max_min(self, flows: list[Flow]) -> tuple[float, ...]:
+        """Max-min fair rates of ``flows`` (one connected component), in the same order.
+
+        The result depends only on the flows' link lists, in order (links are visited in
+        order of first appearance, and ties between equally tight links go to the first),
+        so it is memoised on them: collective steps and recurring copy patterns repeat
+        the same component many times.
+        """
+        key = tuple([f.links for f in flows])
+        cached = self._memo.get(key)
+        if cached is not None:
+            return cached
+        capacity = self.capacity
+        count: dict[int, int] = {}
+        users: dict[int, list[int]] = {}
+        for i, links in enumerate(key):
+            for lid in links:
+                if lid in count:
+                    count[lid] += 1
+                    users[lid].append(i)
+                else:
+                    count[lid] = 1
+                    users[lid] = [i]
+        cap = {lid: capacity[lid] for lid in count}
+        rates = [-1.0] * len(key)
+        left_to_fix = len(key)
+        while left_to_fix:
             best = -1
             share = float("inf")
             for lid, n in count.items():
-                if n and cap[lid] / n < share:
-                    share = cap[lid] / n
+                s = cap[lid] / n
+                if s < share:
+                    share = s
                     best = lid
-            for f in flows_on[best]:
-                if f in rates:
+            for i in users[best]:
+                if rates[i] >= 0.0:
                     continue
-                rates[f] = share
-                for lid in f.links:
-                    left = cap[lid] - share
-                    cap[lid] = left if left > 0.0 else 0.0
-                    count[lid] -= 1
-        # Report in component order, so rescheduling order is deterministic.
-        return {f: rates[f] for f in comp_flows}
+                rates[i] = share
+                left_to_fix -= 1
+                for lid in key[i]:
+                    n = count[lid] - 1
+                    if n:
+                        count[lid] = n
+                        left = cap[lid] - share
+                        cap[lid] = left if left > 0.0 else 0.0
+                    else:
+                        del count[lid]  # no unfixed flow left on it: out of the scan
+        result = tuple(rates)
+        if len(self._memo) >= MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[key] = result
+        return result
 
 
 class _Completion:
