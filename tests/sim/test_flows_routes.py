@@ -98,3 +98,40 @@ def test_network_transfers_cross_machines(repo):
     c = load_hardware("roc-4x4p100-nvlink-ib")
     r = Topology(c).route("m0.gpu0", "m2.gpu3")
     assert "net" in r.nodes and r.crosses_network and r.bottleneck == 12e9
+
+
+def test_one_copy_engine_serves_both_directions():
+    # copy_engines = 1: an H2D and a D2H copy of the same GPU serialise (1 ms each, no latency).
+    from workbench.hardware.spec import GPUSpec
+
+    from .conftest import GiB
+
+    one = GPUSpec("OneEngine", 16 * GiB, 10e12, 500e9, copy_engines=1)
+    c = make_cluster(
+        1,
+        [("m0.host", "m0.rc", 50e9, 0.0), ("m0.rc", "m0.gpu0", 12e9, 0.0)],
+        {"m0.rc": "root-complex"},
+        gpu=one,
+    )
+    p = Plan("one-engine")
+    p.transfer("in", "m0.host", "m0.gpu0", 12_000_000, "h2d")
+    p.transfer("out", "m0.gpu0", "m0.host", 12_000_000, "d2h")
+    r = simulate(p, c)
+    assert dict(zip(r.trace["task"], r.trace["end"], strict=True)) == pytest.approx(
+        {"in": 0.001, "out": 0.002}
+    )
+
+
+def test_the_clock_still_runs_simpy_processes():
+    clock = SimClock()
+    seen = []
+
+    def proc(env):
+        yield env.timeout(2.0)
+        seen.append(("process", env.now))
+
+    clock.process(proc(clock))
+    clock.call_later(1.0, lambda: seen.append(("callback", clock.now)))
+    clock.call_later(3.0, lambda: seen.append(("callback", clock.now)))
+    clock.run_all()
+    assert seen == [("callback", 1.0), ("process", 2.0), ("callback", 3.0)]
