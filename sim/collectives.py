@@ -15,6 +15,11 @@ broadcast      from d0 along the chain d0 -> d1 -> ... -> d(n-1), pipelined in i
 alltoall       one step where every ordered pair (i, j), i != j, exchanges B/n
 ============== ===================================================================
 
+A step moves in lockstep: its chunks advance at one common rate, the max-min fair
+share of the step as a whole (a flow whose links are all its chunks' links, counted
+once per chunk that crosses them). This is how a pipelined ring behaves (the slowest
+edge paces every edge) and it makes a step one flow rather than n.
+
 Latency enters once per step: a step first waits the largest route latency among its
 chunks (for broadcast, the sum of the chain's latencies: the first byte crosses every
 hop), then its chunks drain at their fair rates. So an all-reduce over n GPUs whose
@@ -31,7 +36,8 @@ from sim.topology import Route, Topology
 
 @dataclass(frozen=True)
 class Step:
-    chunks: tuple[tuple[Route, float], ...]  # (route, bytes); routes with no links are left out
+    links: tuple[int, ...]  # every chunk's directed links, a link once per chunk crossing it
+    chunk_bytes: float  # what each chunk carries (all chunks of a step are equal)
     latency: float
 
 
@@ -47,7 +53,7 @@ def collective_steps(op: str, devices: list[str], nbytes: int, topo: Topology, w
     if op == "broadcast":
         chain = [topo.route_or_raise(a, b, where) for a, b in ring[:-1]]
         step = _step([(r, float(nbytes)) for r in chain])
-        return [Step(step.chunks, sum(r.latency for r in chain))]
+        return [Step(step.links, step.chunk_bytes, sum(r.latency for r in chain))]
     if op == "alltoall":
         pairs = [(a, b) for a in devices for b in devices if a != b]
         return [_step([(topo.route_or_raise(a, b, where), nbytes / n) for a, b in pairs])]
@@ -55,5 +61,7 @@ def collective_steps(op: str, devices: list[str], nbytes: int, topo: Topology, w
 
 
 def _step(chunks: list[tuple[Route, float]]) -> Step:
-    moving = tuple((r, b) for r, b in chunks if r.links and b > 0)
-    return Step(moving, max((r.latency for r, _ in chunks), default=0.0))
+    moving = [(r, b) for r, b in chunks if r.links and b > 0]
+    links = tuple(lid for r, _ in moving for lid in r.links)
+    chunk_bytes = moving[0][1] if moving else 0.0
+    return Step(links, chunk_bytes, max((r.latency for r, _ in chunks), default=0.0))

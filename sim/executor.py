@@ -11,7 +11,8 @@ How each task kind runs (all FIFO, in the order tasks become ready):
   copy engine's work (GPUDirect or staged, either way); host-to-host transfers hold no
   engine. Once it holds its engines a transfer waits its route's latency, then its
   bytes flow at the max-min fair rate (``sim.flows``). ``src == dst`` takes no time.
-* ``collective`` runs ring steps (``sim.collectives``) over the links; it holds no
+* ``collective`` runs ring steps (``sim.collectives``; each step one lockstep flow
+  over all its chunks' links) over the links; it holds no
   engine and no compute stream (NCCL runs on its own stream and its own SMs), so it
   overlaps with computation and competes with transfers only for link bandwidth.
 
@@ -247,21 +248,11 @@ class _Run:
             return
         step = steps[k]
         after = partial(self._collective_step, i, steps, k + 1, start)
-        if not step.chunks:
+        if not step.links:
             self.clock.call_later(step.latency, after)
         elif step.latency > 0.0:
-            self.clock.call_later(step.latency, partial(self._chunks_start, step, after))
+            self.clock.call_later(
+                step.latency, partial(self.flows.start, step.links, step.chunk_bytes, after)
+            )
         else:
-            self._chunks_start(step, after)
-
-    def _chunks_start(self, step: Step, after: Callable[[], None]) -> None:
-        left = [len(step.chunks)]
-
-        def chunk_done() -> None:
-            left[0] -= 1
-            if left[0] == 0:
-                after()
-
-        start = self.flows.start
-        for route, nbytes in step.chunks:
-            start(route.links, nbytes, chunk_done)
+            self.flows.start(step.links, step.chunk_bytes, after)

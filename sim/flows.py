@@ -1,7 +1,9 @@
 """Flow-level bandwidth sharing: max-min fair rates over directed links.
 
 A flow is a transfer in progress: bytes left, the directed links it crosses, and a
-rate. Whenever flows start or end, the rates of the flows connected to them (flows
+rate. A flow may list a link more than once (a collective step moving several chunks
+in lockstep, see ``sim.collectives``): it then takes its rate once per listing from
+that link's capacity, and counts once per listing in the link's fair share. Whenever flows start or end, the rates of the flows connected to them (flows
 that share a link, transitively) are recomputed by progressive filling: raise all
 rates together, freeze the flows of the link that saturates first at its fair
 share, repeat. Flows in other components keep their rates and their scheduled
@@ -68,7 +70,7 @@ class FlowNetwork:
         flows_on = self.flows_on
         dirty = self._dirty
         for lid in flow.links:
-            del flows_on[lid][flow]
+            flows_on[lid].pop(flow, None)  # a lockstep flow may list a link more than once
             dirty[lid] = None
         if not self._rebalance_pending:
             self._rebalance_pending = True
