@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from sim.costmodel import LinearCoefficients, LinearCostModel
-from sim.executor import PlanExecutor, TaskEndHook
+from sim.executor import PlanExecutor, TaskEndHook, paused_gc
 from sim.memory import check_memory, memory_needs
 from sim.topology import Route, Topology
 from sim.trace_hook import TraceRecorder
@@ -88,10 +88,11 @@ def simulate(
             extra(task, worker, device, engine, start, end)
 
     executor = PlanExecutor(cluster, cost_model, seed=seed, jitter=jitter)
-    t0 = time.perf_counter()
-    makespan = executor.run(plan, hook)
-    wall = time.perf_counter() - t0
-    trace = recorder.to_frame()
+    with paused_gc():
+        t0 = time.perf_counter()
+        makespan = executor.run(plan, hook)
+        wall = time.perf_counter() - t0
+        trace = recorder.to_frame()
     return SimResult(
         plan.name,
         run_id,

@@ -219,3 +219,16 @@ def test_host_compute_uses_the_machines_cores():
     r = simulate(p, c)
     assert ends(r) == {"s0": 1.0, "s1": 1.0, "s2": 2.0}
     assert set(r.trace["engine"]) == {"cpu"}
+
+
+def test_a_collective_shares_links_with_a_transfer():
+    # 2 GPUs on a 100 GB/s NVSwitch, no latency. All-reduce of B = 200 MB: 2 steps of 100 MB.
+    # Step 1 crosses gpu0->nvs->gpu1 and gpu1->nvs->gpu0; a 100 MB copy gpu0 -> gpu1 shares
+    # gpu0->nvs and nvs->gpu1 with it: 50 GB/s each, so both end at 2 ms. Step 2 then runs
+    # alone at 100 GB/s: 1 ms more, 3 ms.
+    p = Plan("mixed")
+    p.collective("ar", "allreduce", ["m0.gpu0", "m0.gpu1"], 200_000_000, "allreduce")
+    p.transfer("copy", "m0.gpu0", "m0.gpu1", 100_000_000, "d2d")
+    r = simulate(p, ring_cluster(2, 100e9, 0.0))
+    e = r.trace.groupby("task")["end"].max().to_dict()
+    assert e == pytest.approx({"ar": 0.003, "copy": 0.002}, **TOL)
