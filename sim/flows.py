@@ -70,9 +70,11 @@ class FlowNetwork:
         flows_on = self.flows_on
         dirty = self._dirty
         for lid in flow.links:
-            flows_on[lid].pop(flow, None)  # a lockstep flow may list a link more than once
-            dirty[lid] = None
-        if not self._rebalance_pending:
+            on_link = flows_on[lid]
+            on_link.pop(flow, None)  # a lockstep flow may list a link more than once
+            if on_link:  # a link left idle has nobody to speed up
+                dirty[lid] = None
+        if dirty and not self._rebalance_pending:
             self._rebalance_pending = True
             self.clock.call_later(0.0, self._rebalance, LATE)
         flow.on_done()
