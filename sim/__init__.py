@@ -51,7 +51,9 @@ class SimResult:
     makespan: float  # seconds from 0 to the last task's end
     trace: pd.DataFrame  # workbench.trace schema, one row per task (per device for collectives)
     memory: dict[str, int] = field(default_factory=dict)  # peak bytes needed per memory
-    stats: dict[str, float] = field(default_factory=dict)  # tasks, events, rebalances, wall_s
+    # tasks, events (queue entries), rebalances (max-min recomputations), validate_s,
+    # execute_s, wall_s (validate + execute; building the trace table is not included)
+    stats: dict[str, float] = field(default_factory=dict)
 
     def phase_summary(self) -> pd.DataFrame:
         from workbench.trace import phase_summary

@@ -16,6 +16,11 @@ How each task kind runs (all FIFO, in the order tasks become ready):
   engine and no compute stream (NCCL runs on its own stream and its own SMs), so it
   overlaps with computation and competes with transfers only for link bandwidth.
 
+Trace rows: ``device`` is where the work ran: a compute task's device; for a transfer
+the destination GPU, else the source (so a D2H copy shows on its GPU); each device of a
+collective. ``engine`` is ``compute``, ``cpu``, ``h2d``, ``d2h``, ``d2d`` (GPU to GPU in
+one machine), ``net`` (crossing machines) or ``collective``.
+
 A task starts when all its dependencies have ended; each end calls the trace hook
 ``on_task_end(task, worker, device, engine, start, end)`` once (for a collective, once
 per participating device, ``worker`` being the device's rank in ``task.devices``).
