@@ -98,7 +98,12 @@ class PlanExecutor:
             self.memory = check_memory(plan, self.cluster)
             t1 = time.perf_counter()
             run = _Run(self, plan, on_task_end)
-            makespan = run.execute()
+            try:
+                makespan = run.execute()
+            finally:
+                # The launchers are bound to the run: a reference cycle that only the
+                # (paused) cyclic collector would free, all at once, later. Break it.
+                run.launchers = []
             self.stats["validate_s"] = t1 - t0
             self.stats["execute_s"] = time.perf_counter() - t1
             return makespan
