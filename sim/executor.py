@@ -130,11 +130,12 @@ class _Run:
         index = {t.id: i for i, t in enumerate(self.tasks)}
         self.waiting = [0] * n
         self.users: list[list[int]] = [[] for _ in range(n)]
+        users = self.users
         for i, t in enumerate(self.tasks):
-            deps = set(t.deps)
+            deps = dict.fromkeys(t.deps)  # a repeated dependency counts once
             self.waiting[i] = len(deps)
-            for d in sorted(deps, key=index.__getitem__):
-                self.users[index[d]].append(i)
+            for d in deps:  # users lists fill in task order: deterministic wake-up order
+                users[index[d]].append(i)
         self.step_cache: dict[tuple[str, tuple[str, ...], int], list[Step]] = {}
         # Per task, what launching it means, prepared up front so that routing errors
         # surface before the run and the event callbacks stay small.
