@@ -1,0 +1,177 @@
+"""Sampled minibatches per second: ``neighbor`` and ``bulk-matrix`` against DGL's NeighborSampler.
+
+    .venv/bin/python benchmarks/bench_sampling.py [--graph products-like] [--fanouts 15,10,5]
+        [--batch 1024] [--bulk 32] [--batches 128] [--rounds 3] [--threads N] [--scipy]
+
+On one graph (default: the products-like preset, 1,224,514 vertices and ~20.6M edges),
+with the same seed batches for every sampler, this times in one run, round-robin so
+that load from other processes on a shared machine hits all of them alike:
+
+* DGL's CPU ``NeighborSampler(fanouts).sample_blocks(g, seeds)``, one batch at a time;
+* our ``neighbor`` sampler, one batch at a time (``Sampler.sample``);
+* our ``bulk-matrix`` sampler (GraphSAGE), ``--bulk`` batches stacked per call
+  (``Sampler.sample_many``), with its default back end (``fused`` on a CPU);
+* with ``--scipy``: ``bulk-matrix`` with the literal scipy SpGEMM back end (materialized
+  ``P = Q A``; several seconds per bulk on products-like, so only one bulk per round).
+
+Each sampler's results are dropped as soon as they are made, as a training loop would.
+torch (DGL) and numba use ``--threads`` threads (default: all cores). It prints the
+median minibatches/s over the rounds, the per-layer sizes (mean source vertices and
+edges, input layer first) as a sanity check that all sample the same amount, and the
+issue's targets: ``neighbor`` at least as fast as DGL, ``bulk-matrix`` at least 2x DGL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def make_batches(train: np.ndarray, batch: int, count: int, seed: int) -> list[np.ndarray]:
+    """``count`` seed batches from a seeded shuffle of the training vertices (reshuffled when exhausted)."""
+    rng = np.random.default_rng(seed)
+    out: list[np.ndarray] = []
+    while len(out) < count:
+        order = rng.permutation(train)
+        for i in range(0, order.shape[0] - batch + 1, batch):
+            out.append(order[i : i + batch])
+            if len(out) == count:
+                break
+    return out
+
+
+class LayerSizes:
+    """Running mean of per-layer (source vertices, edges), input layer first."""
+
+    def __init__(self) -> None:
+        self.total: np.ndarray | None = None
+        self.count = 0
+
+    def add(self, sizes: list[tuple[int, int]]) -> None:
+        a = np.array(sizes, dtype=np.float64)
+        self.total = a if self.total is None else self.total + a
+        self.count += 1
+
+    def text(self) -> str:
+        if self.total is None:
+            return "-"
+        mean = self.total / self.count
+        return " / ".join(f"{int(s):,} src {int(e):,} edges" for s, e in mean)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--graph", default="products-like")
+    p.add_argument("--scale", type=float, default=None)
+    p.add_argument("--fanouts", default="15,10,5")
+    p.add_argument("--batch", type=int, default=1024)
+    p.add_argument("--bulk", type=int, default=32, help="batches per bulk-matrix call (k)")
+    p.add_argument("--batches", type=int, default=128, help="minibatches per sampler per round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scipy", action="store_true", help="also time bulk-matrix with spgemm='scipy'")
+    args = p.parse_args(argv)
+
+    import numba
+    import torch
+
+    from realrun.dgl_loader import load_dgl
+    from workbench.graph.datasets import load_dataset
+    from workbench.registry import SAMPLERS
+
+    torch.set_num_threads(args.threads)
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    fanouts = [int(x) for x in args.fanouts.split(",")]
+    t0 = time.perf_counter()
+    graph = load_dataset(args.graph, scale=args.scale)
+    print(
+        f"graph {graph.name}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges "
+        f"(loaded in {time.perf_counter() - t0:.1f} s); cores {os.cpu_count()}, threads {args.threads}; "
+        f"fanouts {fanouts}, batch {args.batch}, bulk k={args.bulk}, {args.batches} minibatches x {args.rounds} rounds"
+    )
+    batches = make_batches(graph.train_nids(), args.batch, args.batches, args.seed)
+
+    dgl = load_dgl()
+    # Our CSR rows list in-neighbors: exactly DGL's CSC (indexed by destination).
+    dgl_graph = dgl.graph(
+        (
+            "csc",
+            (
+                torch.from_numpy(graph.indptr),
+                torch.from_numpy(graph.indices),
+                torch.empty(0, dtype=torch.int64),
+            ),
+        ),
+        num_nodes=graph.num_nodes,
+    )
+    dgl_sampler = dgl.dataloading.NeighborSampler(fanouts)
+    torch_batches = [torch.from_numpy(b) for b in batches]
+    neighbor = SAMPLERS.create("neighbor", fanouts=fanouts)
+    bulk = SAMPLERS.create("bulk-matrix", fanouts=fanouts, bulk=args.bulk)
+    bulk_scipy = SAMPLERS.create("bulk-matrix", fanouts=fanouts, bulk=args.bulk, spgemm="scipy")
+    sizes = {name: LayerSizes() for name in ("dgl", "neighbor", "bulk-matrix", "bulk-matrix/scipy")}
+
+    def run_dgl(selection: list[int]) -> None:
+        for i in selection:
+            _, _, blocks = dgl_sampler.sample_blocks(dgl_graph, torch_batches[i])
+            sizes["dgl"].add([(b.num_src_nodes(), b.num_edges()) for b in blocks])
+
+    def run_ours(name: str, sampler: Any, per_call: int) -> Callable[[list[int]], None]:
+        def run(selection: list[int]) -> None:
+            rng = np.random.default_rng(args.seed)
+            for start in range(0, len(selection), per_call):
+                chunk = [batches[i] for i in selection[start : start + per_call]]
+                for mb in sampler.sample_many(graph, chunk, rng):
+                    sizes[name].add([(b.num_src, b.num_edges) for b in mb.blocks])
+
+        return run
+
+    runners: dict[str, tuple[Callable[[list[int]], None], int]] = {
+        "dgl": (run_dgl, args.batches),
+        "neighbor": (run_ours("neighbor", neighbor, 1), args.batches),
+        "bulk-matrix": (run_ours("bulk-matrix", bulk, args.bulk), args.batches),
+    }
+    if args.scipy:
+        runners["bulk-matrix/scipy"] = (
+            run_ours("bulk-matrix/scipy", bulk_scipy, args.bulk),
+            min(args.bulk, args.batches),
+        )
+
+    # Warm-up: JIT compilation, DGL's first-call set-up, the allocator's first pages.
+    for name, (run, _) in runners.items():
+        run(list(range(min(2 if name != "bulk-matrix/scipy" else 1, args.batches))))
+    for s in sizes.values():
+        s.__init__()
+
+    rates: dict[str, list[float]] = {name: [] for name in runners}
+    for r in range(args.rounds):
+        for name, (run, count) in runners.items():
+            start = time.perf_counter()
+            run(list(range(count)))
+            elapsed = time.perf_counter() - start
+            rates[name].append(count / elapsed)
+        print(f"round {r + 1}: " + ", ".join(f"{n} {rates[n][-1]:.1f}" for n in runners) + " minibatches/s")
+
+    print()
+    print(f"{'sampler':<20} {'minibatches/s':>14} {'vs DGL':>8}   mean per layer (input first)")
+    median = {name: statistics.median(v) for name, v in rates.items()}
+    for name in runners:
+        ratio = median[name] / median["dgl"]
+        print(f"{name:<20} {median[name]:>14.1f} {ratio:>7.2f}x   {sizes[name].text()}")
+    print()
+    ok_neighbor = median["neighbor"] >= median["dgl"]
+    ok_bulk = median["bulk-matrix"] >= 2 * median["dgl"]
+    print(f"target neighbor >= DGL: {'met' if ok_neighbor else 'NOT met'}")
+    print(f"target bulk-matrix >= 2x DGL: {'met' if ok_bulk else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
