@@ -96,10 +96,10 @@ def cuda_available() -> bool:
 def row_normalize(p: sp.csr_matrix) -> sp.csr_matrix:
     """Divide every row by its sum (paper 004, Algorithm 1, after the SpGEMM)."""
     p = sp.csr_matrix(p, dtype=np.float64)
-    sums = np.add.reduceat(p.data, p.indptr[:-1]) if p.nnz else np.zeros(p.shape[0])
     lengths = np.diff(p.indptr)
-    sums = np.where(lengths > 0, sums, 1.0)
-    p.data /= np.repeat(sums, lengths)
+    row_of = np.repeat(np.arange(p.shape[0]), lengths)
+    sums = np.bincount(row_of, weights=p.data, minlength=p.shape[0])
+    p.data /= sums[row_of]
     return p
 
 
