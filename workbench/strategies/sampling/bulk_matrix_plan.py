@@ -1,0 +1,421 @@
+"""Distributed bulk sampling as iteration plans (paper 004, section 5), with exact communication.
+
+:func:`bulk_sampling_plan` samples ``k`` minibatches with a :class:`BulkMatrixSampler`
+(GraphSAGE or LADIES) and returns, beside the minibatches, the plan that ``P`` devices
+would run to produce them, so the simulator can time the paper's two algorithms. Byte
+counts come from the sparsity of the actual sampled frontiers, not from averages.
+
+Data layout (section 5 and 6.1): the stacked sampler matrix ``Q`` of the ``k`` batches
+is split into block rows along batch boundaries (batch ``b`` belongs to block row
+``floor(b * rows / k)``); every layer's ``Q`` of a batch stays with the batch.
+
+``mode="replicated"`` (section 5.1, graph-replicated)
+    ``A`` is replicated on all ``P`` devices (a resident tensor on each), ``Q`` is in
+    ``P`` block rows (1D), and every device computes ``Q_i A``, samples and extracts
+    its own batches: no communication at all (LADIES' extraction too, as ``A`` is local).
+
+``mode="partitioned-1.5d"`` (section 5.2, graph-partitioned, Algorithm 2)
+    ``P`` devices form a ``P/c x c`` grid (``replication = c``; device ``i * c + j`` is
+    process ``(i, j)``). ``Q`` and ``A`` are both split into ``P/c`` block rows (``A``
+    by contiguous, equal vertex ranges) and process row ``i`` holds ``Q_i`` and ``A_i``
+    on each of its ``c`` processes. Per layer, process ``(i, j)`` computes the partial
+    product ``sum_{t = j, j + c, j + 2c, ...} Q_{i,t} A_t`` (``P/c^2`` steps). It is
+    sparsity-aware (Ballard et al.): instead of broadcasting ``A_t``, process ``(i, j)``
+
+    * sends to process ``(t, j)`` the distinct column ids of ``Q_{i,t}`` (the rows of
+      ``A_t`` it needs): ``rows_needed * index_bytes``;
+    * receives those rows of ``A_t``: for each, its nonzeros as (index, value) pairs
+      plus one row length: ``sum_rows (nnz(row) * (index_bytes + value_bytes) + index_bytes)``;
+
+    blocks ``t == i`` are local and move nothing. The ``c`` partial products of process
+    row ``i`` are then summed by an all-reduce among its ``c`` processes; each buffer is
+    the CSR of ``P_i``: ``nnz(P_i) * (index_bytes + value_bytes) + (rows(P_i) + 1) * index_bytes``
+    (no all-reduce when ``c = 1``). Sampling is row-wise and needs no communication:
+    every process of row ``i`` samples ``P_i`` with the same random stream (so the
+    next layer's ``Q_i`` is on all ``c`` of them without a gather). GraphSAGE's
+    extraction is local. LADIES' row extraction ``Q_R A_hat`` runs Algorithm 2 again
+    (the same rows of ``A_hat`` are exchanged again, and the all-reduce sums the
+    row-extracted matrix); its column extraction is split across the ``c`` processes
+    of the row by batch and followed by an all-reduce of the row's sampled adjacency
+    matrices (section 5.2.3).
+
+The right operand is ``A`` with unit values for GraphSAGE and ``A_hat o A_hat`` (or
+``A_hat`` for extraction; same sparsity: ``A`` plus self loops) for LADIES.
+
+Compute tasks carry cost features for the simulator's linear model: ``flops`` (2 per
+multiply-add of the SpGEMM), ``bytes`` (sparse entries read and written), ``edges``
+(sampled edges) and ``vertices`` (rows), plus descriptive ``rows``, ``nnz`` and
+``nnz_q`` counts. Every task's phase is ``sample``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from workbench.errors import ConfigError
+from workbench.graph.csr import CSRGraph
+from workbench.hardware.spec import ClusterSpec
+from workbench.plan import Plan
+from workbench.strategies.sampling.base import Minibatch, check_seeds
+from workbench.strategies.sampling.bulk_matrix import BulkMatrixSampler, batch_indicator_matrix
+from workbench.strategies.sampling.ladies import normalized_adjacency
+
+MODES = ("replicated", "partitioned-1.5d")
+
+
+@dataclass
+class BulkSamplingPlan:
+    """The plan, the minibatches it produces, and its communication totals by kind (bytes)."""
+
+    plan: Plan
+    minibatches: list[Minibatch]
+    bytes_by_kind: dict[str, int] = field(default_factory=dict)
+
+
+def vertex_blocks(num_nodes: int, parts: int) -> np.ndarray:
+    """Boundaries of ``parts`` contiguous, equal vertex ranges (block ``t`` is ``[b[t], b[t+1])``)."""
+    return (np.arange(parts + 1, dtype=np.int64) * num_nodes) // parts
+
+
+def batch_rows(num_batches: int, parts: int) -> np.ndarray:
+    """Block row of each batch: contiguous, as equal as possible."""
+    return (np.arange(num_batches, dtype=np.int64) * parts) // max(num_batches, 1)
+
+
+def csr_bytes(rows: int, nnz: int, index_bytes: int, value_bytes: int) -> int:
+    return nnz * (index_bytes + value_bytes) + (rows + 1) * index_bytes
+
+
+def bulk_sampling_plan(
+    graph: CSRGraph,
+    batches: Sequence[np.ndarray],
+    cluster: ClusterSpec,
+    *,
+    sampler: BulkMatrixSampler,
+    rng: np.random.Generator,
+    mode: str = "replicated",
+    replication: int = 1,
+    devices: Sequence[str] | None = None,
+    index_bytes: int = 8,
+    value_bytes: int = 4,
+) -> BulkSamplingPlan:
+    """Sample ``batches`` in bulk and build the plan of ``mode`` on ``devices`` (default: every GPU of ``cluster``)."""
+    who = "bulk_sampling_plan"
+    if not isinstance(sampler, BulkMatrixSampler):
+        raise ConfigError(f"{who}: sampler must be a bulk-matrix sampler, got {type(sampler).__name__}")
+    if mode not in MODES:
+        raise ConfigError(f"{who}: unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+    devs = list(devices) if devices is not None else cluster.gpu_nodes()
+    if not devs:
+        raise ConfigError(f"{who}: no devices (cluster {cluster.name!r} has no GPUs)")
+    known = set(cluster.memory_nodes())
+    unknown = [d for d in devs if d not in known]
+    if unknown:
+        raise ConfigError(f"{who}: cluster {cluster.name!r} has no device {unknown[0]!r}")
+    if isinstance(replication, bool) or not isinstance(replication, int) or replication < 1:
+        raise ConfigError(f"{who}: replication must be a positive integer, got {replication!r}")
+    if mode == "partitioned-1.5d" and len(devs) % replication:
+        raise ConfigError(
+            f"{who}: replication c={replication} must divide the number of devices P={len(devs)} (a P/c x c grid)"
+        )
+    if mode == "replicated" and replication != 1:
+        raise ConfigError(
+            f"{who}: replication is a parameter of mode='partitioned-1.5d'; replicated mode copies A everywhere"
+        )
+    if index_bytes < 1 or value_bytes < 1:
+        raise ConfigError(f"{who}: index_bytes and value_bytes must be >= 1")
+    checked = [check_seeds(graph, b) for b in batches]
+    if not checked:
+        raise ConfigError(f"{who}: no batches to sample")
+    minibatches = sampler.sample_many(graph, checked, rng)
+    builder = _PlanBuilder(graph, minibatches, sampler, devs, mode, replication, index_bytes, value_bytes)
+    builder.build()
+    return BulkSamplingPlan(builder.plan, minibatches, builder.bytes_by_kind)
+
+
+class _PlanBuilder:
+    def __init__(
+        self,
+        graph: CSRGraph,
+        minibatches: list[Minibatch],
+        sampler: BulkMatrixSampler,
+        devices: list[str],
+        mode: str,
+        replication: int,
+        index_bytes: int,
+        value_bytes: int,
+    ) -> None:
+        self.graph = graph
+        self.mbs = minibatches
+        self.ladies = sampler.algorithm == "ladies"
+        self.sampler = sampler
+        self.devices = devices
+        self.mode = mode
+        self.c = replication if mode == "partitioned-1.5d" else 1
+        self.rows = len(devices) // self.c if mode == "partitioned-1.5d" else len(devices)
+        self.ib = index_bytes
+        self.vb = value_bytes
+        self.bytes_by_kind: dict[str, int] = {"request": 0, "rows": 0, "allreduce": 0}
+        self.plan = Plan(
+            name=f"bulk-{sampler.algorithm}-{mode}",
+            meta={
+                "algorithm": sampler.algorithm,
+                "mode": mode,
+                "replication": self.c,
+                "process_rows": self.rows,
+                "devices": list(devices),
+                "batches": len(minibatches),
+                "index_bytes": index_bytes,
+                "value_bytes": value_bytes,
+                "source": "paper 004, section 5",
+            },
+        )
+        if self.ladies:
+            a_hat = normalized_adjacency(graph)
+            self.right = a_hat
+            self.row_nnz = np.diff(a_hat.indptr)
+        else:
+            self.right = sp.csr_matrix(
+                (np.ones(graph.num_edges, dtype=np.float32), graph.indices, graph.indptr),
+                shape=(graph.num_nodes,) * 2,
+            )
+            self.row_nnz = graph.in_degrees()
+        self.batch_row = batch_rows(len(minibatches), self.rows)
+        self.bounds = vertex_blocks(graph.num_nodes, self.rows)
+
+    def device(self, i: int, j: int) -> str:
+        return self.devices[i * self.c + j]
+
+    # ---- building ---------------------------------------------------------------------
+    def build(self) -> None:
+        a_bytes = csr_bytes(self.graph.num_nodes, int(self.row_nnz.sum()), self.ib, self.vb)
+        if self.mode == "replicated":
+            for d in self.devices:
+                self.plan.keep("A (replicated)", d, a_bytes)
+        else:
+            for i in range(self.rows):
+                lo, hi = self.bounds[i], self.bounds[i + 1]
+                block = csr_bytes(int(hi - lo), int(self.row_nnz[lo:hi].sum()), self.ib, self.vb)
+                for j in range(self.c):
+                    self.plan.keep(f"A_{i}", self.device(i, j), block)
+        num_layers = len(self.mbs[0].blocks)
+        previous: dict[tuple[int, int], str] = {}
+        # Layers from the seeds outwards, as sampling runs (blocks[-1] first).
+        for step, layer in enumerate(range(num_layers - 1, -1, -1)):
+            previous = self.layer(step, layer, previous)
+
+    def layer(
+        self, step: int, layer: int, previous: dict[tuple[int, int], str]
+    ) -> dict[tuple[int, int], str]:
+        done: dict[tuple[int, int], str] = {}
+        for i in range(self.rows):
+            mine = [b for b in range(len(self.mbs)) if self.batch_row[b] == i]
+            if not mine:
+                continue
+            dsts = [self.mbs[b].blocks[layer].dst_nodes for b in mine]
+            blocks = [self.mbs[b].blocks[layer] for b in mine]
+            # Q_i: GraphSAGE one row per destination vertex, LADIES one row per batch.
+            q_rows = len(mine) if self.ladies else int(sum(d.shape[0] for d in dsts))
+            q_nnz = int(sum(d.shape[0] for d in dsts))
+            p_nnz = self.probability_nnz(dsts)
+            if self.ladies:
+                assert self.sampler.layer_sizes is not None
+                sampled = self.sampler.layer_sizes[layer] * len(mine)
+            else:
+                sampled = int(sum(b.num_edges for b in blocks))
+            prefix = f"l{step}.r{i}"
+            after_product = self.distributed_product(
+                prefix, "P", i, dsts, q_rows, p_nnz, previous, one_entry_rows=not self.ladies
+            )
+            sample_ids = {}
+            for j in self.processes(i):
+                dev = self.device(i, j)
+                tid = f"{prefix}.p{j}.sample"
+                self.plan.compute(
+                    tid,
+                    dev,
+                    "sample",
+                    deps=after_product[j],
+                    label="ITS: prefix sums, binary search, distinct draws",
+                    features={
+                        "vertices": float(q_rows),
+                        "rows": float(q_rows),
+                        "nnz": float(p_nnz),
+                        "edges": float(sampled),
+                        "bytes": float(p_nnz * self.vb + sampled * self.ib),
+                    },
+                    memory=csr_bytes(q_rows, p_nnz, self.ib, self.vb),
+                )
+                sample_ids[j] = tid
+            if self.ladies:
+                done.update(self.ladies_extraction(prefix, i, mine, dsts, blocks, q_nnz, sample_ids))
+            else:
+                for j in self.processes(i):
+                    tid = f"{prefix}.p{j}.extract"
+                    edges = int(sum(b.num_edges for b in blocks))
+                    vertices = int(sum(b.num_src for b in blocks))
+                    self.plan.compute(
+                        tid,
+                        self.device(i, j),
+                        "sample",
+                        deps=[sample_ids[j]],
+                        label="extraction: drop empty columns (local ids)",
+                        features={
+                            "edges": float(edges),
+                            "vertices": float(vertices),
+                            "bytes": float(2 * edges * self.ib),
+                        },
+                    )
+                    done[(i, j)] = tid
+        return done
+
+    def processes(self, i: int) -> range:
+        return range(self.c)
+
+    def probability_nnz(self, dsts: list[np.ndarray]) -> int:
+        """nnz of ``P_i = Q_i A``: GraphSAGE's rows are A's rows; LADIES' rows the batches' neighborhoods."""
+        if not self.ladies:
+            return int(sum(int(self.row_nnz[d].sum()) for d in dsts))
+        return int((batch_indicator_matrix(dsts, self.graph.num_nodes) @ self.right).nnz)
+
+    def distributed_product(
+        self,
+        prefix: str,
+        what: str,
+        i: int,
+        dsts: list[np.ndarray],
+        q_rows: int,
+        out_nnz: int,
+        previous: dict[tuple[int, int], str],
+        *,
+        one_entry_rows: bool,
+    ) -> dict[int, list[str]]:
+        """Tasks of ``Q_i @ right`` on process row ``i``; per process, the ids the next step waits for.
+
+        ``one_entry_rows``: ``Q`` selects rows (GraphSAGE's ``Q``, LADIES' ``Q_R``), so a
+        partial product has one entry per multiply-add; otherwise (LADIES' ``Q``, whose
+        rows sum several rows of the right operand) its nnz comes from the product itself.
+        """
+        columns = np.unique(np.concatenate(dsts)) if dsts else np.empty(0, dtype=np.int64)
+        all_q = np.concatenate(dsts) if dsts else np.empty(0, dtype=np.int64)
+        block_of_col = np.searchsorted(self.bounds, columns, side="right") - 1
+        block_of_q = np.searchsorted(self.bounds, all_q, side="right") - 1
+        partial_ids: dict[int, str] = {}
+        for j in self.processes(i):
+            dev = self.device(i, j)
+            deps_prev = [previous[(i, j)]] if (i, j) in previous else []
+            # Column blocks t handled by process j: t = j, j + c, ... (all of them when c = 1).
+            mine_t = (
+                [t for t in range(self.rows) if t % self.c == j] if self.mode == "partitioned-1.5d" else [i]
+            )
+            fetched: list[str] = []
+            mult_adds = 0
+            q_part = 0
+            for t in mine_t:
+                need = columns[block_of_col == t] if self.mode == "partitioned-1.5d" else columns
+                in_block = (
+                    block_of_q == t if self.mode == "partitioned-1.5d" else np.ones(all_q.shape[0], bool)
+                )
+                q_part += int(np.count_nonzero(in_block))
+                mult_adds += int(self.row_nnz[all_q[in_block]].sum())
+                if self.mode == "replicated" or t == i or need.size == 0:
+                    continue
+                owner = self.device(t, j)
+                request = int(need.shape[0]) * self.ib
+                reply = int(self.row_nnz[need].sum()) * (self.ib + self.vb) + int(need.shape[0]) * self.ib
+                rid = f"{prefix}.{what}.p{j}.t{t}.request"
+                self.plan.transfer(
+                    rid, dev, owner, request, "sample", deps=deps_prev, carries="indices",
+                    label=f"column ids of Q_{i},{t} (rows of A_{t} needed)", items=int(need.shape[0]),
+                )  # fmt: skip
+                did = f"{prefix}.{what}.p{j}.t{t}.rows"
+                self.plan.transfer(
+                    did, owner, dev, reply, "sample", deps=[rid], carries="adjacency",
+                    label=f"rows of A_{t}", items=int(need.shape[0]),
+                )  # fmt: skip
+                self.bytes_by_kind["request"] += request
+                self.bytes_by_kind["rows"] += reply
+                fetched.append(did)
+            pid = f"{prefix}.{what}.p{j}.spgemm"
+            if one_entry_rows:
+                partial_nnz = mult_adds
+            elif self.mode == "replicated":
+                partial_nnz = out_nnz
+            else:
+                partial_nnz = self.partial_nnz(dsts, mine_t)
+            self.plan.compute(
+                pid, dev, "sample", deps=deps_prev + fetched, label=f"SpGEMM {what}_{i} partial",
+                features={
+                    "flops": float(2 * mult_adds), "rows": float(q_rows), "nnz_q": float(q_part),
+                    "nnz": float(partial_nnz), "vertices": float(q_rows),
+                    "bytes": float((q_part + mult_adds + partial_nnz) * (self.ib + self.vb)),
+                },
+                memory=csr_bytes(q_rows, partial_nnz, self.ib, self.vb),
+            )  # fmt: skip
+            partial_ids[j] = pid
+        if self.c == 1:
+            return {j: [partial_ids[j]] for j in partial_ids}
+        aid = f"{prefix}.{what}.allreduce"
+        nbytes = csr_bytes(q_rows, out_nnz, self.ib, self.vb)
+        self.plan.collective(
+            aid, "allreduce", [self.device(i, j) for j in self.processes(i)], nbytes, "sample",
+            deps=list(partial_ids.values()), carries="probabilities" if what == "P" else "adjacency",
+            label=f"sum of the {self.c} partial {what}_{i}",
+        )  # fmt: skip
+        self.bytes_by_kind["allreduce"] += nbytes
+        return {j: [aid] for j in partial_ids}
+
+    def partial_nnz(self, dsts: list[np.ndarray], blocks: list[int]) -> int:
+        q = batch_indicator_matrix(dsts, self.graph.num_nodes).tocsc()
+        keep = np.zeros(self.graph.num_nodes, dtype=bool)
+        for t in blocks:
+            keep[self.bounds[t] : self.bounds[t + 1]] = True
+        q = sp.csr_matrix(q.multiply(keep[None, :]))
+        return int((q @ self.right).nnz)
+
+    def ladies_extraction(
+        self,
+        prefix: str,
+        i: int,
+        mine: list[int],
+        dsts: list[np.ndarray],
+        blocks: list,
+        q_nnz: int,
+        sample_ids: dict[int, str],
+    ) -> dict[tuple[int, int], str]:
+        """Row extraction (Algorithm 2 on ``Q_R A_hat``), column extraction split by batch, all-reduce."""
+        rows_r = q_nnz  # Q_R: one row per destination vertex of every batch
+        r_nnz = int(sum(int(self.row_nnz[d].sum()) for d in dsts))
+        previous = {(i, j): sample_ids[j] for j in self.processes(i)}
+        after_rows = self.distributed_product(
+            prefix, "R", i, dsts, rows_r, r_nnz, previous, one_entry_rows=True
+        )
+        done: dict[tuple[int, int], str] = {}
+        col_ids = {}
+        for j in self.processes(i):
+            share = [k for k in range(len(mine)) if k % self.c == j]
+            edges = int(sum(blocks[k].num_edges for k in share))
+            verts = int(sum(blocks[k].num_src for k in share))
+            tid = f"{prefix}.p{j}.column-extract"
+            self.plan.compute(
+                tid, self.device(i, j), "sample", deps=after_rows[j],
+                label="column extraction: R_b Q_C,b per batch, reweight",
+                features={"edges": float(edges), "vertices": float(verts), "bytes": float(edges * (2 * self.ib + self.vb))},
+            )  # fmt: skip
+            col_ids[j] = tid
+        if self.c == 1:
+            return {(i, j): col_ids[j] for j in col_ids}
+        nbytes = int(sum(csr_bytes(b.num_dst, b.num_edges, self.ib, self.vb) for b in blocks))
+        aid = f"{prefix}.A_S.allreduce"
+        self.plan.collective(
+            aid, "allreduce", [self.device(i, j) for j in self.processes(i)], nbytes, "sample",
+            deps=list(col_ids.values()), carries="adjacency", label=f"sampled adjacency matrices of row {i}",
+        )  # fmt: skip
+        self.bytes_by_kind["allreduce"] += nbytes
+        for j in self.processes(i):
+            done[(i, j)] = aid
+        return done
