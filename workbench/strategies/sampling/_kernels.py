@@ -103,6 +103,24 @@ def floyd_sample_rows(
     return out
 
 
+@njit(parallel=True, cache=True)
+def indexed_row_counts(row_of: np.ndarray, indptr: np.ndarray, values: np.ndarray, fanout: int) -> np.ndarray:
+    """Draws per stacked row ``i`` (entries ``indptr[row_of[i]]:indptr[row_of[i] + 1]``): ``min(fanout, positive)``."""
+    m = row_of.shape[0]
+    counts = np.empty(m, dtype=np.int64)
+    for i in prange(m):
+        r = row_of[i]
+        if values.shape[0] == 0:
+            positive = indptr[r + 1] - indptr[r]
+        else:
+            positive = 0
+            for e in range(indptr[r], indptr[r + 1]):
+                if values[e] > 0:
+                    positive += 1
+        counts[i] = positive if (fanout < 0 or positive <= fanout) else fanout
+    return counts
+
+
 # ---- inverse transform sampling (bulk-matrix, locality-aware, LADIES, FastGCN) --------------------
 
 
@@ -359,8 +377,8 @@ def relabel_blocks(
 def its_relabel_batches(
     row_ptr: np.ndarray,
     dst: np.ndarray,
-    row_begin: np.ndarray,
-    row_end: np.ndarray,
+    row_of: np.ndarray,
+    indptr: np.ndarray,
     cols: np.ndarray,
     values: np.ndarray,
     counts: np.ndarray,
@@ -374,7 +392,11 @@ def its_relabel_batches(
 ) -> None:
     """Bulk GraphSAGE steps 2 and 3, per batch: ITS of each of its rows, then local ids.
 
-    Batch ``b`` owns stacked rows ``row_ptr[b]:row_ptr[b+1]`` and edge slots
+    Stacked row ``i`` of ``P`` is ``cols[indptr[row_of[i]]:indptr[row_of[i] + 1]]``
+    (``row_of = dst`` and ``indptr = A.indptr`` read the rows of ``A`` in place;
+    ``row_of = arange`` and ``P.indptr`` read a materialized ``P``), with
+    probabilities ``values`` (empty: uniform). Batch ``b`` owns stacked rows
+    ``row_ptr[b]:row_ptr[b+1]`` and edge slots
     ``offsets[row_ptr[b]]:offsets[row_ptr[b+1]]``; its draws are written there as
     global ids and relabelled in place while still in cache (extraction: dropping the
     empty columns of the batch's rows). Its sources go to ``src`` from
@@ -393,9 +415,19 @@ def its_relabel_batches(
             e1 = offsets[r1]
             out = edge_src[e0:e1]
             for i in range(r0, r1):
-                bgn = row_begin[i]
+                r = row_of[i]
+                bgn = indptr[r]
                 _its_row(
-                    i, bgn, row_end[i] - bgn, cols, values, no_weight, counts[i], seed, out, offsets[i] - e0
+                    i,
+                    bgn,
+                    indptr[r + 1] - bgn,
+                    cols,
+                    values,
+                    no_weight,
+                    counts[i],
+                    seed,
+                    out,
+                    offsets[i] - e0,
                 )
             s0 = r0 + e0
             num_src[bt] = _relabel_one(

@@ -70,9 +70,10 @@ from workbench.graph.csr import CSRGraph
 from workbench.registry import SAMPLERS
 from workbench.strategies.sampling import _kernels
 from workbench.strategies.sampling._common import (
+    MappingScratch,
+    OutputBufferPool,
     check_positive_int,
     check_positive_ints,
-    new_mapping,
     offsets_of,
 )
 from workbench.strategies.sampling.base import Block, Minibatch, Sampler, check_seeds
@@ -252,6 +253,8 @@ class BulkMatrixSampler(Sampler):
         self._adjacency = NormalizedAdjacencyCache()
         self._binary: tuple[weakref.ref[CSRGraph], sp.csr_matrix] | None = None
         self._torch: _TorchSpGEMM | None = None
+        self._outputs = OutputBufferPool()
+        self._scratch = MappingScratch()
 
     def __repr__(self) -> str:
         sizes = (
@@ -310,14 +313,16 @@ class BulkMatrixSampler(Sampler):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step 1 on the host for the stacked ``Q`` whose row ``i`` selects ``dst[i]``: rows of ``P``.
 
-        Returns (row_begin, row_end, cols, values): row ``i`` of the row-normalized
-        ``P = Q A`` is ``cols[row_begin[i]:row_end[i]]`` with probabilities ``values``
-        (empty: uniform, the fused back end's implicit ``1 / deg``).
+        Returns (row_of, indptr, cols, values): row ``i`` of the row-normalized
+        ``P = Q A`` is ``cols[indptr[row_of[i]]:indptr[row_of[i] + 1]]`` with probabilities
+        ``values`` (empty: uniform, the fused back end's implicit ``1 / deg``, reading
+        the rows of ``A`` in place).
         """
         if backend == "fused":
-            return graph.indptr[dst], graph.indptr[dst + 1], graph.indices, _NO_WEIGHTS
+            return dst, graph.indptr, graph.indices, _NO_WEIGHTS
         p = row_normalize(selection_matrix(dst, graph.num_nodes) @ self._binary_adjacency(graph))
-        return p.indptr[:-1], p.indptr[1:], p.indices.astype(np.int64), p.data
+        rows = np.arange(dst.shape[0], dtype=np.int64)
+        return rows, p.indptr.astype(np.int64), p.indices.astype(np.int64), p.data
 
     def _graphsage_layer_torch(
         self, graph: CSRGraph, dst: np.ndarray, row_ptr: np.ndarray, fanout: int, rng: np.random.Generator,
@@ -350,34 +355,21 @@ class BulkMatrixSampler(Sampler):
         if backend == "torch":
             return self._graphsage_layer_torch(graph, dst, row_ptr, fanout, rng, mappings)
         seed = _kernels.draw_seed(rng)
-        begin, end, cols, values = self._probability_rows(graph, dst, backend)
-        counts = _kernels.weighted_row_counts(begin, end, cols, values, _NO_WEIGHTS, fanout)
+        row_of, indptr, cols, values = self._probability_rows(graph, dst, backend)
+        counts = _kernels.indexed_row_counts(row_of, indptr, values, fanout)
         k = row_ptr.shape[0] - 1
         offsets = offsets_of(counts)
-        # Stacked outputs, one array per kind for all k batches (views per batch): numpy
-        # asks for transparent huge pages for arrays this large, so writing them costs a
-        # few hundred page faults instead of ~2,600 per minibatch.
-        edge_src = np.empty(offsets[-1], dtype=np.int64)
-        edge_dst = np.empty(offsets[-1], dtype=np.int64)
-        src = np.empty(offsets[-1] + dst.shape[0], dtype=np.int64)
+        # Stacked outputs, one array per kind for all k batches (views per batch), from a
+        # pool that recycles them once the caller has dropped every minibatch viewing them.
+        edge_src = self._outputs.empty(offsets[-1])
+        edge_dst = self._outputs.empty(offsets[-1])
+        src = self._outputs.empty(offsets[-1] + dst.shape[0])
         num_src = np.empty(k, dtype=np.int64)
         # Steps 2 (ITS) and 3 (extraction: dropping each batch's empty columns = local ids), per batch.
         _kernels.its_relabel_batches(
-            row_ptr,
-            dst,
-            begin,
-            end,
-            cols,
-            values,
-            counts,
-            offsets,
-            seed,
-            edge_src,
-            edge_dst,
-            src,
-            num_src,
+            row_ptr, dst, row_of, indptr, cols, values, counts, offsets, seed, edge_src, edge_dst, src, num_src,
             mappings,
-        )
+        )  # fmt: skip
         edge_ptr = offsets[row_ptr]
         src_start = row_ptr[:-1] + edge_ptr[:-1]
         return (
@@ -393,8 +385,17 @@ class BulkMatrixSampler(Sampler):
         k = len(batches)
         row_ptr = offsets_of(np.array([b.shape[0] for b in batches], dtype=np.int64))
         dst_of = list(batches)
-        mappings = new_mapping(graph.num_nodes, copies=max(1, min(_kernels.num_threads(), k)))
         per_batch: list[list[Block]] = [[] for _ in range(k)]
+        with self._scratch.mappings(graph.num_nodes, max(1, min(_kernels.num_threads(), k))) as mappings:
+            self._graphsage_layers(graph, batches, row_ptr, dst_of, rng, backend, mappings, per_batch)
+        return [Minibatch(seeds=batches[b], blocks=per_batch[b][::-1]) for b in range(k)]
+
+    def _graphsage_layers(
+        self, graph: CSRGraph, batches: list[np.ndarray], row_ptr: np.ndarray, dst_of: list[np.ndarray],
+        rng: np.random.Generator, backend: str, mappings: np.ndarray, per_batch: list[list[Block]],
+    ) -> None:  # fmt: skip
+        assert self.fanouts is not None
+        k = len(batches)
         for layer in range(len(self.fanouts) - 1, -1, -1):
             dst = np.concatenate(dst_of)
             srcs, edge_srcs, edge_dsts = self._graphsage_layer(
@@ -409,7 +410,6 @@ class BulkMatrixSampler(Sampler):
             # The next layer's stacked Q selects every batch's sources.
             dst_of = srcs
             row_ptr = offsets_of(np.array([s.shape[0] for s in srcs], dtype=np.int64))
-        return [Minibatch(seeds=batches[b], blocks=per_batch[b][::-1]) for b in range(k)]
 
     # ---- LADIES ---------------------------------------------------------------------------
     def _spgemm(
