@@ -124,34 +124,6 @@ def indexed_row_counts(row_of: np.ndarray, indptr: np.ndarray, values: np.ndarra
 # ---- inverse transform sampling (bulk-matrix, locality-aware, LADIES, FastGCN) --------------------
 
 
-@njit(parallel=True, cache=True)
-def weighted_row_counts(
-    row_begin: np.ndarray,
-    row_end: np.ndarray,
-    cols: np.ndarray,
-    values: np.ndarray,
-    col_weight: np.ndarray,
-    fanout: int,
-) -> np.ndarray:
-    """Draws per row: ``min(fanout, entries of positive probability)``."""
-    m = row_begin.shape[0]
-    counts = np.empty(m, dtype=np.int64)
-    uniform = values.shape[0] == 0 and col_weight.shape[0] == 0
-    for i in prange(m):
-        b = row_begin[i]
-        d = row_end[i] - b
-        if uniform:
-            positive = d
-        else:
-            positive = 0
-            for e in range(b, b + d):
-                w = values[e] if values.shape[0] else col_weight[cols[e]]
-                if w > 0:
-                    positive += 1
-        counts[i] = positive if (fanout < 0 or positive <= fanout) else fanout
-    return counts
-
-
 @njit(cache=True)
 def _its_row(
     i: int,

@@ -79,14 +79,13 @@ class LocalityAwareSampler(Sampler):
         self.cached = cached
 
     def __repr__(self) -> str:
-        n = (
-            "none"
-            if self.cached is None
-            else str(int(np.count_nonzero(self.cached)) if self.cached.dtype == bool else self.cached.size)
-        )
-        return (
-            f"LocalityAwareSampler(fanouts={list(self.fanouts)}, factor={self.factor}, cached={n} vertices)"
-        )
+        if self.cached is None:
+            cached = "none"
+        elif self.cached.dtype == bool:
+            cached = f"{int(np.count_nonzero(self.cached))} vertices"
+        else:
+            cached = f"{self.cached.shape[0]} vertices"
+        return f"LocalityAwareSampler(fanouts={list(self.fanouts)}, factor={self.factor}, cached={cached})"
 
     def with_cached(self, cached: np.ndarray | Sequence[int]) -> LocalityAwareSampler:
         """The same sampler for another GPU's cache."""
