@@ -1,4 +1,5 @@
-"""``bulk-matrix``: matrix-based bulk sampling (paper 004: Tripathy, Yelick, Buluc, MLSys 2024).
+"""``bulk-matrix``: matrix-based bulk sampling (paper 004: Tripathy, Yelick, Buluc, MLSys 2024;
+``papers/004_48b849e12cfdd076.txt``).
 
 Section 4 of paper 004 writes a sampler as three matrix steps (its Algorithm 1):
 

@@ -1,5 +1,7 @@
 """Distributed bulk sampling as iteration plans (paper 004, section 5), with exact communication.
 
+Paper: ``papers/004_48b849e12cfdd076.txt`` (Tripathy, Yelick, Buluc, MLSys 2024), sections 5.1-5.2.3.
+
 :func:`bulk_sampling_plan` samples ``k`` minibatches with a :class:`BulkMatrixSampler`
 (GraphSAGE or LADIES) and returns, beside the minibatches, the plan that ``P`` devices
 would run to produce them, so the simulator can time the paper's two algorithms. Byte

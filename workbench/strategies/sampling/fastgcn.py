@@ -1,6 +1,6 @@
 """``fastgcn``: FastGCN's layer-wise importance sampling (Chen et al. 2018).
 
-Paper 004, section 2.2.2: FastGCN samples ``s`` vertices per layer from the whole
+Paper 004 (``papers/004_48b849e12cfdd076.txt``), section 2.2.2: FastGCN samples ``s`` vertices per layer from the whole
 vertex set, independently of the batch, with probability growing with the vertex's
 degree; unlike LADIES the sampled vertices need not neighbor the batch. We use the
 importance distribution of the LADIES authors' FastGCN baseline, the layer-

@@ -1,6 +1,6 @@
 """``full``: the whole L-hop in-neighborhood of the seeds, as minibatch blocks.
 
-Paper 004, section 2.1: training a batch with an L-layer GNN touches the batch's
+Paper 004 (``papers/004_48b849e12cfdd076.txt``), section 2.1: training a batch with an L-layer GNN touches the batch's
 L-hop aggregated neighborhood (the "neighborhood explosion" that samplers avoid).
 This sampler returns exactly that neighborhood in the common block structure, so
 full-neighborhood minibatch training and the placement studies that assume it

@@ -1,6 +1,6 @@
 """``ladies``: layer-wise dependency sampling (Zou et al. 2019), one minibatch at a time.
 
-Paper 004 (Tripathy, Yelick, Buluc), section 2.2.2 and section 4.2: each layer samples
+Paper 004 (``papers/004_48b849e12cfdd076.txt``; Tripathy, Yelick, Buluc), sections 2.2.2 and 4.2: each layer samples
 one set of ``s`` vertices for the whole batch, from the batch's aggregated
 neighborhood only, and keeps every edge between the batch and the sampled set.
 

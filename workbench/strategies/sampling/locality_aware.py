@@ -1,6 +1,6 @@
 """``locality-aware``: Song and Jiang's locality-aware neighbor sampling (LAS).
 
-Paper 002 (Song and Jiang, slides "Locality-Aware Neighbor Sampling"): node-wise
+Paper 002 (``papers/002_82d6728eceacde27.txt``; Song and Jiang, slides "Locality-Aware Neighbor Sampling"): node-wise
 GraphSAGE sampling in which the in-neighbors whose features are cached on the
 sampling GPU have their sampling probability multiplied by an adjustable factor, so
 minibatches read more cached features and less from host memory (the slides report

@@ -1,6 +1,6 @@
 """``neighbor``: GraphSAGE's node-wise sampling with per-layer fanouts, without replacement.
 
-Paper 004 (Tripathy, Yelick, Buluc), section 2.2.1: every destination vertex of a
+Paper 004 (``papers/004_48b849e12cfdd076.txt``; Tripathy, Yelick, Buluc), section 2.2.1: every destination vertex of a
 layer draws ``fanout`` of its in-neighbors uniformly at random; the drawn vertices
 are the next layer's destinations. As in DGL's ``NeighborSampler`` (the baseline of
 papers 002, 003 and 004), a vertex with at most ``fanout`` in-neighbors keeps all of
