@@ -289,6 +289,15 @@ class Plan:
 
 def _topological_order(name: str, tasks: list[Task], by_id: dict[str, Task]) -> list[Task]:
     """Kahn's algorithm in plan order (stable, so execution is deterministic)."""
+    # Builders emit tasks after their dependencies; then Kahn's smallest-position-first
+    # order is the plan order itself (task i is ready once 0..i-1 are taken), so skip the heap.
+    seen: set[str] = set()
+    for t in tasks:
+        if not all(d in seen for d in t.deps):
+            break
+        seen.add(t.id)
+    else:
+        return list(tasks)
     indeg = {t.id: len(set(t.deps)) for t in tasks}
     users: dict[str, list[str]] = {t.id: [] for t in tasks}
     for t in tasks:
