@@ -172,39 +172,46 @@ class Plan:
         """
         nodes = set(known_nodes) if known_nodes is not None else None
         by_id: dict[str, Task] = {}
+        phases = set(PHASES)
         for t in self.tasks:
-            w = f"plan {self.name!r}: task {t.id!r}"
+            # The message prefix is built only on error: this loop runs once per task of plans
+            # with hundreds of thousands of tasks.
             if not t.id:
                 raise PlanError(f"plan {self.name!r}: a task has an empty id")
             if t.id in by_id:
-                raise PlanError(f"{w}: duplicate task id")
+                raise PlanError(f"{self._where(t)}: duplicate task id")
             by_id[t.id] = t
-            if t.kind not in TASK_KINDS:
-                raise PlanError(f"{w}: unknown kind {t.kind!r}; allowed: {', '.join(TASK_KINDS)}")
-            if t.phase not in PHASES:
-                raise PlanError(f"{w}: unknown phase {t.phase!r}; allowed: {', '.join(PHASES)}")
+            kind = t.kind
+            if kind not in TASK_KINDS:
+                raise PlanError(f"{self._where(t)}: unknown kind {kind!r}; allowed: {', '.join(TASK_KINDS)}")
+            if t.phase not in phases:
+                raise PlanError(f"{self._where(t)}: unknown phase {t.phase!r}; allowed: {', '.join(PHASES)}")
             if t.bytes < 0 or t.items < 0 or t.memory < 0:
                 raise PlanError(
-                    f"{w}: negative byte or item count (bytes={t.bytes}, items={t.items}, memory={t.memory})"
+                    f"{self._where(t)}: negative byte or item count "
+                    f"(bytes={t.bytes}, items={t.items}, memory={t.memory})"
                 )
-            if t.kind == "compute" and not t.device:
-                raise PlanError(f"{w}: a compute task needs a device")
-            if t.kind == "transfer" and (not t.src or not t.dst):
-                raise PlanError(f"{w}: a transfer needs src and dst")
-            if t.kind == "collective":
-                if t.op not in COLLECTIVE_OPS:
-                    raise PlanError(
-                        f"{w}: unknown collective op {t.op!r}; allowed: {', '.join(COLLECTIVE_OPS)}"
-                    )
-                if len(t.devices) < 1 or len(set(t.devices)) != len(t.devices):
-                    raise PlanError(f"{w}: a collective needs distinct devices")
+            if kind == "compute":
+                if not t.device:
+                    raise PlanError(f"{self._where(t)}: a compute task needs a device")
+            elif kind == "transfer":
+                if not t.src or not t.dst:
+                    raise PlanError(f"{self._where(t)}: a transfer needs src and dst")
+            elif t.op not in COLLECTIVE_OPS:
+                raise PlanError(
+                    f"{self._where(t)}: unknown collective op {t.op!r}; allowed: {', '.join(COLLECTIVE_OPS)}"
+                )
+            elif len(t.devices) < 1 or len(set(t.devices)) != len(t.devices):
+                raise PlanError(f"{self._where(t)}: a collective needs distinct devices")
             for k, v in t.features.items():
                 if not isinstance(v, int | float) or v < 0:
-                    raise PlanError(f"{w}: cost feature {k!r} must be a non-negative number, got {v!r}")
+                    raise PlanError(
+                        f"{self._where(t)}: cost feature {k!r} must be a non-negative number, got {v!r}"
+                    )
             if nodes is not None:
                 for n in t.memories():
                     if n not in nodes:
-                        raise PlanError(f"{w}: the hardware has no device or memory {n!r}")
+                        raise PlanError(f"{self._where(t)}: the hardware has no device or memory {n!r}")
         for r in self.resident:
             if r.bytes < 0:
                 raise PlanError(f"plan {self.name!r}: resident tensor {r.name!r} has negative size")
@@ -212,11 +219,23 @@ class Plan:
                 raise PlanError(
                     f"plan {self.name!r}: resident tensor {r.name!r} is on unknown device {r.device!r}"
                 )
+        # Builders emit tasks after their dependencies; then Kahn's smallest-position-first
+        # order is the plan order itself (task i is ready once 0..i-1 are taken): no heap needed.
+        in_order = True
+        seen: set[str] = set()
         for t in self.tasks:
             for d in t.deps:
-                if d not in by_id:
-                    raise PlanError(f"plan {self.name!r}: task {t.id!r} depends on unknown task {d!r}")
+                if d not in seen:
+                    if d not in by_id:
+                        raise PlanError(f"{self._where(t)} depends on unknown task {d!r}")
+                    in_order = False
+            seen.add(t.id)
+        if in_order:
+            return list(self.tasks)
         return _topological_order(self.name, self.tasks, by_id)
+
+    def _where(self, task: Task) -> str:
+        return f"plan {self.name!r}: task {task.id!r}"
 
     # ---- files -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -289,15 +308,6 @@ class Plan:
 
 def _topological_order(name: str, tasks: list[Task], by_id: dict[str, Task]) -> list[Task]:
     """Kahn's algorithm in plan order (stable, so execution is deterministic)."""
-    # Builders emit tasks after their dependencies; then Kahn's smallest-position-first
-    # order is the plan order itself (task i is ready once 0..i-1 are taken), so skip the heap.
-    seen: set[str] = set()
-    for t in tasks:
-        if not all(d in seen for d in t.deps):
-            break
-        seen.add(t.id)
-    else:
-        return list(tasks)
     indeg = {t.id: len(set(t.deps)) for t in tasks}
     users: dict[str, list[str]] = {t.id: [] for t in tasks}
     for t in tasks:
