@@ -24,7 +24,7 @@
 
     [partition]          # one table per strategy kind; every key but `name`
     name = "metis"       # is a parameter of that strategy
-    parts = 4
+    balance_train = true
 
 Every field carries its help text (``field(metadata={"help": ...})``); the command
 line and ``describe_config`` read it from there. Loading validates every value and
