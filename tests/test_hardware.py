@@ -60,6 +60,20 @@ def test_negative_bandwidth_names_the_link(tmp_path) -> None:
         cluster_from_dict(data, "bad.toml")
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("host_memory_bandwidth", "-50 GB/s", "host_memory_bandwidth must be positive"),
+        ("cpu_cores", 0, "cpu_cores must be at least 1"),
+    ],
+)
+def test_impossible_machine_values_are_named(field: str, value: object, message: str) -> None:
+    data = _base()
+    data["machines"][0][field] = value
+    with pytest.raises(ConfigError, match=f"machines.m0.{message}"):
+        cluster_from_dict(data, "bad.toml")
+
+
 def test_missing_field_is_named(tmp_path) -> None:
     data = _base()
     del data["machines"][0]["host_memory"]

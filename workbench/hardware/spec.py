@@ -196,6 +196,12 @@ def validate_cluster(spec: ClusterSpec) -> None:
             raise ConfigError(f"{where}: machine name {m.name!r} may not contain '.'")
         if m.host_memory_bytes <= 0:
             raise ConfigError(f"{where}: machines.{m.name}.host_memory must be positive")
+        if not m.host_memory_bandwidth > 0:
+            raise ConfigError(
+                f"{where}: machines.{m.name}.host_memory_bandwidth must be positive, got {m.host_memory_bandwidth}"
+            )
+        if m.cpu_cores < 1:
+            raise ConfigError(f"{where}: machines.{m.name}.cpu_cores must be at least 1, got {m.cpu_cores}")
         for i, g in enumerate(m.gpus):
             for attr in ("memory_bytes", "flops", "memory_bandwidth"):
                 if getattr(g, attr) <= 0:
