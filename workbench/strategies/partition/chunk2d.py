@@ -1,6 +1,6 @@
 """``chunk2d``: NeuGraph's 2D chunk grid, with the smallest number of chunks that fits a GPU.
 
-NeuGraph (paper 001, section 3.1 "2D graph partitioning"): vertex data are sliced
+NeuGraph (paper 001, chunk-based dataflow translation, Figures 4 and 5): vertex data are sliced
 into ``P`` contiguous vertex chunks ``V_0 .. V_{P-1}`` and the adjacency matrix into
 ``P x P`` edge chunks; edge chunk ``E_ij`` holds the edges from source chunk ``V_i``
 to destination chunk ``V_j`` (edge ``u -> v`` lies in ``[chunk(u), chunk(v)]``).
@@ -21,11 +21,11 @@ first layer, whose input is widest), for every pair ``(i, j)``::
   + (n_j + 1) * index_bytes                             its CSC column pointers
 
 ``<= gpu_memory_bytes``. ``edge_data_dim`` is 0 by default: NeuGraph's fused
-propagation kernels (section 3.3) do not materialize per-edge data; set it to
+propagation kernels (its graph propagation engine) do not materialize per-edge data; set it to
 ``feat_dim`` for the unfused Scatter output.
 
 ``num_parts`` is the number of GPUs. Each GPU streams whole columns (chain-based
-scheduling, section 3.3: "each GPU streams one column of edge chunks"), so ``P`` is
+scheduling, Figure 7: "each GPU streams one column of edge chunks"), so ``P`` is
 the smallest *multiple* of ``num_parts`` that fits, GPU ``g`` owns the contiguous
 destination chunks ``[g * P/k, (g+1) * P/k)``, and ``owner[v]`` is the GPU that
 computes ``v``. Chunks are equal-vertex (``sizing="vertex"``, the paper's "equally-

@@ -2,7 +2,7 @@
 
 The first baseline of ROC (paper 000, section 7.6 "Graph Partitioning": "equal
 vertex partitioning ... used in NeuGraph"), and NeuGraph's own layout (paper 001,
-section 3.1: "P equally-sized disjoint vertex chunks"). Part ``i`` is the id range
+chunk-based dataflow translation: "P equally-sized disjoint vertex chunks"). Part ``i`` is the id range
 ``[floor(i * V / k), floor((i + 1) * V / k))``, so sizes differ by at most one and
 the larger parts come last (V = 10, k = 4 gives 2, 3, 2, 3).
 """

@@ -1,12 +1,12 @@
 """``fennel``: Fennel one-pass streaming partitioning.
 
 Tsourakakis, Gkantsidis, Radunovic & Vojnovic (WSDM 2014, "FENNEL: streaming graph
-partitioning for massive scale graphs", section 4): vertex ``v`` joins the part
+partitioning for massive scale graphs"): vertex ``v`` joins the part
 ``i`` maximizing ``|N(v) ∩ P_i| - alpha * gamma * |P_i| ** (gamma - 1)``, with
 ``gamma = 1.5`` and ``alpha = sqrt(k) * m / n ** 1.5`` (``m`` undirected edges), and
 no part may exceed ``nu * n / k`` vertices (``nu = 1.1`` in the paper's
 experiments). The second streaming heuristic DESIGN.md names for graphs too big for
-METIS (HopGNN, paper 003, section 4, partitions its largest graphs with such a
+METIS (HopGNN, paper 003, section 4 and Table 1, partitions its largest graphs with such a
 heuristic).
 
 Neighbors are undirected (self loops ignored). The hard cap is ``ceil(nu * n / k)``;

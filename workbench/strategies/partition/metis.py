@@ -2,8 +2,8 @@
 
 The partitioner DGL uses (paper 002, "Analysis of DGL and PaGraph": DGL "adopts
 METIS graph partitioning"; one of its four baselines in "Evaluation"), HopGNN uses
-(paper 003, section 4 "Data locality in micrographs" and section 7), and NeuGraph
-uses to make its chunks local (paper 001, section 4: "min-cut partition of METIS").
+(paper 003, section 4 "New Abstraction: Micrograph", Table 1, and section 8), and NeuGraph
+uses to make its chunks local (paper 001, implementation: "min-cut partition of METIS").
 METIS needs an undirected graph: it is given the symmetrized graph without self
 loops, so an edge stored in one direction counts once per direction in pymetis'
 own cut, while :attr:`PartitionResult.edge_cut` counts the graph's stored edges.

@@ -1,6 +1,6 @@
 """``pagraph``: PaGraph's training-vertex balanced partitioning.
 
-PaGraph (Lin et al., SoCC 2020, section 4.2 "GNN-specific data partitioning"), one
+PaGraph's GNN-specific partitioning (Lin et al., SoCC 2020, not in papers/), one
 of the baselines of paper 002 (Song & Jiang, "Evaluation": "PaGraph partitioning
 (Lin et al., SoCC'20)"; its preprocessing-time table notes PaGraph's quadratic
 cost). Training vertices are assigned one at a time; for training vertex ``v`` the
