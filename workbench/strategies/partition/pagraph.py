@@ -36,6 +36,10 @@ Where the paper leaves room, this implementation chooses:
 PaGraph stores per GPU). Both passes are numba loops; the first is inherently
 sequential (each score depends on every earlier choice). Memory: one byte per
 vertex and part for the ``PV`` membership.
+
+Measured once on products-like (1,224,514 vertices, 20.6M edges, 8% training), 4 parts,
+two shared cores: 0.8 s with 1 hop (edge cut 66%, replication 0.88), 5.1 s with 2 hops
+(edge cut 38%, replication 3.24); training balance 1.00001 both times.
 """
 
 from __future__ import annotations
