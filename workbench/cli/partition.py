@@ -9,11 +9,11 @@ edge / training-vertex balance, and what the strategy adds), then one row per pa
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from workbench.cli.common import add_graph_arguments, load_graph, parse_params
 from workbench.errors import ConfigError
 
 OUT_SUFFIXES = (".npy", ".parquet")
@@ -28,11 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cut, its vertex, edge and training-vertex balance (largest part over the mean part), the "
         "vertices, edges and training vertices of every part, and the time it took.",
     )
-    p.add_argument(
-        "--graph", required=True, help="dataset preset, ad-hoc spec (er:n=1000,deg=8) or graph file"
-    )
-    p.add_argument("--scale", type=float, default=None, help="preset size factor (default: the preset's)")
-    p.add_argument("--graph-seed", type=int, default=0, help="graph generator seed (default 0)")
+    add_graph_arguments(p)
     p.add_argument(
         "--strategy",
         required=True,
@@ -67,8 +63,6 @@ def write_owner(owner: Any, path: Path) -> None:
 def _partition(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from workbench.cli.place import parse_params
-    from workbench.graph.datasets import load_dataset
     from workbench.registry import PARTITIONERS
 
     out = Path(args.out) if args.out else None
@@ -79,10 +73,7 @@ def _partition(args: argparse.Namespace) -> int:
     # Build the strategy first: a bad name or parameter fails before a graph is generated.
     partitioner = PARTITIONERS.create(args.strategy, **parse_params(args.param))
 
-    def say(message: str) -> None:
-        print(message, file=sys.stderr)
-
-    graph = load_dataset(args.graph, scale=args.scale, seed=args.graph_seed, progress=say)
+    graph = load_graph(args)
     started = time.perf_counter()
     result = partitioner.partition(graph, args.parts, np.random.default_rng(args.seed))
     seconds = time.perf_counter() - started

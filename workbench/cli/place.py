@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import tomllib
 from typing import Any
 
+from workbench.cli.common import add_graph_arguments, load_graph, parse_layer_sizes, parse_params
 from workbench.errors import ConfigError
 
 
@@ -25,11 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "every GPU, how many vertices it caches and what share of its feature reads it expects to serve "
         "locally, from a peer GPU, and from host memory.",
     )
-    p.add_argument(
-        "--graph", required=True, help="dataset preset, ad-hoc spec (er:n=1000,deg=8) or graph file"
-    )
-    p.add_argument("--scale", type=float, default=None, help="preset size factor (default: the preset's)")
-    p.add_argument("--graph-seed", type=int, default=0, help="graph generator seed (default 0)")
+    add_graph_arguments(p)
     p.add_argument(
         "--strategy", required=True, help="placement name: none, degree, presample, partitioned, ..."
     )
@@ -67,21 +63,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_place)
 
 
-def parse_params(pairs: list[str]) -> dict[str, Any]:
-    """``key=value`` pairs; values read as TOML (numbers, booleans, quoted strings, lists), else plain strings."""
-    params: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--param {pair!r}: expected KEY=VALUE")
-        try:
-            params[key] = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            params[key] = text
-    return params
-
-
 def parse_capacity(text: str, num_nodes: int, feat_dim: int) -> int:
     """Vertices from ``200000``, ``20%`` (of the graph) or a size with a unit (``4GiB``)."""
     from workbench.hardware.units import parse_size
@@ -107,20 +88,9 @@ def parse_capacity(text: str, num_nodes: int, feat_dim: int) -> int:
     return capacity_in_vertices(parse_size(t, "--capacity"), feat_dim)
 
 
-def parse_fanouts(text: str) -> list[int]:
-    try:
-        fanouts = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"--fanouts {text!r}: expected integers like 15,10,5") from None
-    if not fanouts or any(f < 1 for f in fanouts):
-        raise ConfigError(f"--fanouts {text!r}: need at least one fanout, all >= 1")
-    return fanouts
-
-
 def _place(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from workbench.graph.datasets import load_dataset
     from workbench.hardware import load_hardware
     from workbench.registry import PLACEMENTS, SAMPLERS
     from workbench.strategies.placement.base import AccessModel, PlacementRequest
@@ -138,17 +108,14 @@ def _place(args: argparse.Namespace) -> int:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
     # Build the strategy first: a bad name or parameter fails before a graph is generated.
     placement = PLACEMENTS.create(args.strategy, **parse_params(args.param))
-    fanouts = parse_fanouts(args.fanouts) if args.fanouts else None
+    fanouts = parse_layer_sizes(args.fanouts, "--fanouts") if args.fanouts else None
     sampler_name = args.sampler or ("neighbor" if fanouts else None)
     sampler = None
     if sampler_name is not None:
         sampler = SAMPLERS.create(sampler_name, **({"fanouts": fanouts} if fanouts else {}))
     cluster = load_hardware(args.hardware) if args.hardware else None
 
-    def say(message: str) -> None:
-        print(message, file=sys.stderr)
-
-    graph = load_dataset(args.graph, scale=args.scale, seed=args.graph_seed, progress=say)
+    graph = load_graph(args)
     capacity = parse_capacity(args.capacity, graph.num_nodes, graph.feat_dim)
     num_layers = len(fanouts) if fanouts else args.layers
     access = AccessModel(
@@ -173,7 +140,7 @@ def _place(args: argparse.Namespace) -> int:
     how = (
         f"exact, full neighborhood, {num_layers} layers" if exact else f"pre-sampled, {args.epochs} epoch(s)"
     )
-    say(f"access probabilities ({how}): {time.perf_counter() - started:.2f} s")
+    print(f"access probabilities ({how}): {time.perf_counter() - started:.2f} s", file=sys.stderr)
     request = PlacementRequest(
         graph=graph,
         num_gpus=args.gpus,

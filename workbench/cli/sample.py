@@ -13,10 +13,10 @@ take them ``bulk`` at a time).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
+from workbench.cli.common import add_graph_arguments, load_graph, parse_layer_sizes, parse_params
 from workbench.errors import ConfigError
 
 
@@ -27,11 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run a sampler (gnnwb strategies list sampling) on a graph: per-layer mean sizes of the "
         "sampled blocks (input layer first) and the sampling rate.",
     )
-    p.add_argument(
-        "--graph", required=True, help="dataset preset, ad-hoc spec (er:n=1000,deg=8) or graph file"
-    )
-    p.add_argument("--scale", type=float, default=None, help="preset size factor (default: the preset's)")
-    p.add_argument("--graph-seed", type=int, default=0, help="graph generator seed (default 0)")
+    add_graph_arguments(p)
     p.add_argument(
         "--sampler", required=True, help="full, neighbor, ladies, fastgcn, locality-aware, bulk-matrix"
     )
@@ -51,24 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_sample)
 
 
-def parse_sizes(text: str, flag: str) -> list[int]:
-    try:
-        sizes = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag} {text!r}: expected integers like 15,10,5") from None
-    if not sizes or any(s < 1 for s in sizes):
-        raise ConfigError(f"{flag} {text!r}: need at least one layer, all >= 1")
-    return sizes
-
-
 def sampler_params(args: argparse.Namespace) -> dict[str, Any]:
-    from workbench.cli.place import parse_params
-
     params = parse_params(args.param)
     if args.fanouts is not None:
-        params["fanouts"] = parse_sizes(args.fanouts, "--fanouts")
+        params["fanouts"] = parse_layer_sizes(args.fanouts, "--fanouts")
     if args.layer_sizes is not None:
-        params["layer_sizes"] = parse_sizes(args.layer_sizes, "--layer-sizes")
+        params["layer_sizes"] = parse_layer_sizes(args.layer_sizes, "--layer-sizes")
     if args.layers is not None:
         params["num_layers"] = args.layers
     return params
@@ -77,7 +61,6 @@ def sampler_params(args: argparse.Namespace) -> dict[str, Any]:
 def _sample(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from workbench.graph.datasets import load_dataset
     from workbench.registry import SAMPLERS
 
     for flag, value in (("--batch", args.batch), ("--batches", args.batches)):
@@ -86,10 +69,7 @@ def _sample(args: argparse.Namespace) -> int:
     # Build the sampler first: a bad name or parameter fails before a graph is generated.
     sampler = SAMPLERS.create(args.sampler, **sampler_params(args))
 
-    def say(message: str) -> None:
-        print(message, file=sys.stderr)
-
-    graph = load_dataset(args.graph, scale=args.scale, seed=args.graph_seed, progress=say)
+    graph = load_graph(args)
     train = graph.train_nids()
     if train.shape[0] < args.batch:
         raise ConfigError(f"--batch {args.batch} exceeds the graph's {train.shape[0]} training vertices")

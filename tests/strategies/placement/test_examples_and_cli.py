@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workbench.cli.common import parse_params
 from workbench.cli.main import main
-from workbench.cli.place import parse_capacity, parse_params
+from workbench.cli.place import parse_capacity
 from workbench.config import load_config
 from workbench.errors import ConfigError
 from workbench.graph.datasets import load_dataset
