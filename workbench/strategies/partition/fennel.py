@@ -21,17 +21,21 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from workbench.errors import ConfigError
 from workbench.graph.csr import CSRGraph
 from workbench.registry import PARTITIONERS
-from workbench.strategies.partition._common import check_order, undirected_adjacency, vertex_order
+from workbench.strategies.partition._common import (
+    FENNEL_SCORE,
+    check_order,
+    streaming_assign,
+    undirected_adjacency,
+    vertex_order,
+)
 from workbench.strategies.partition.base import Partitioner, PartitionResult, check_num_parts
 
 
-@numba.njit(cache=True)
 def fennel_assign(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -40,28 +44,9 @@ def fennel_assign(
     capacity: int,
     alpha: float,
     gamma: float,
-) -> np.ndarray:  # pragma: no cover - compiled
-    n = indptr.shape[0] - 1
-    owner = np.full(n, -1, dtype=np.int64)
-    sizes = np.zeros(k, dtype=np.int64)
-    placed = np.zeros(k, dtype=np.int64)
-    for v in order:
-        for e in range(indptr[v], indptr[v + 1]):
-            o = owner[indices[e]]
-            if o >= 0:
-                placed[o] += 1
-        best = -1
-        best_score = 0.0
-        for i in range(k):
-            if sizes[i] < capacity:
-                score = placed[i] - alpha * gamma * sizes[i] ** (gamma - 1.0)
-                if best < 0 or score > best_score or (score == best_score and sizes[i] < sizes[best]):
-                    best = i
-                    best_score = score
-            placed[i] = 0
-        owner[v] = best
-        sizes[best] += 1
-    return owner
+) -> np.ndarray:
+    """Owner per vertex: Fennel's score ``placed - alpha * gamma * size ** (gamma - 1)`` in one pass."""
+    return streaming_assign(indptr, indices, order, k, capacity, FENNEL_SCORE, alpha, gamma)
 
 
 def _positive(value: object, name: str, minimum: float, strict: bool) -> float:

@@ -25,41 +25,26 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from workbench.errors import ConfigError
 from workbench.graph.csr import CSRGraph
 from workbench.registry import PARTITIONERS
-from workbench.strategies.partition._common import check_order, undirected_adjacency, vertex_order
+from workbench.strategies.partition._common import (
+    LDG_SCORE,
+    check_order,
+    streaming_assign,
+    undirected_adjacency,
+    vertex_order,
+)
 from workbench.strategies.partition.base import Partitioner, PartitionResult, check_num_parts
 
 
-@numba.njit(cache=True)
 def ldg_assign(
     indptr: np.ndarray, indices: np.ndarray, order: np.ndarray, k: int, capacity: int
-) -> np.ndarray:  # pragma: no cover - compiled
-    n = indptr.shape[0] - 1
-    owner = np.full(n, -1, dtype=np.int64)
-    sizes = np.zeros(k, dtype=np.int64)
-    placed = np.zeros(k, dtype=np.int64)
-    for v in order:
-        for e in range(indptr[v], indptr[v + 1]):
-            o = owner[indices[e]]
-            if o >= 0:
-                placed[o] += 1
-        best = -1
-        best_score = 0.0
-        for i in range(k):
-            if sizes[i] < capacity:
-                score = placed[i] * (1.0 - sizes[i] / capacity)
-                if best < 0 or score > best_score or (score == best_score and sizes[i] < sizes[best]):
-                    best = i
-                    best_score = score
-            placed[i] = 0
-        owner[v] = best
-        sizes[best] += 1
-    return owner
+) -> np.ndarray:
+    """Owner per vertex: LDG's score ``placed * (1 - size / capacity)`` in one streaming pass."""
+    return streaming_assign(indptr, indices, order, k, capacity, LDG_SCORE, 0.0, 0.0)
 
 
 @PARTITIONERS.register("ldg")
