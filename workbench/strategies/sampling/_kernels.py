@@ -121,6 +121,28 @@ def indexed_row_counts(row_of: np.ndarray, indptr: np.ndarray, values: np.ndarra
     return counts
 
 
+@njit(parallel=True, cache=True)
+def row_extents(
+    row_of: np.ndarray, indptr: np.ndarray, fanout: int, begin: np.ndarray, deg: np.ndarray
+) -> np.ndarray:
+    """Per stacked row ``i`` (row ``row_of[i]`` of ``indptr``): its start and length into ``begin``/``deg``; draws returned.
+
+    One pass of independent gathers (the CPU overlaps their cache misses); the draw
+    loops after it then read ``begin``/``deg`` in order instead of missing on
+    ``indptr`` once per row between long stretches of arithmetic.
+    """
+    m = row_of.shape[0]
+    counts = np.empty(m, dtype=np.int64)
+    for i in prange(m):
+        r = row_of[i]
+        b = indptr[r]
+        d = indptr[r + 1] - b
+        begin[i] = b
+        deg[i] = d
+        counts[i] = d if (fanout < 0 or d <= fanout) else fanout
+    return counts
+
+
 # ---- inverse transform sampling (bulk-matrix, locality-aware, LADIES, FastGCN) --------------------
 
 
@@ -401,6 +423,120 @@ def its_relabel_batches(
                     out,
                     offsets[i] - e0,
                 )
+            s0 = r0 + e0
+            num_src[bt] = _relabel_one(
+                dst[r0:r1],
+                counts[r0:r1],
+                out,
+                mappings[c],
+                src[s0 : s0 + (r1 - r0) + (e1 - e0)],
+                out,
+                edge_dst[e0:e1],
+            )
+
+
+@njit(inline="always")
+def _uniform_positions(
+    i: int, d: int, need: int, seed: np.uint64, out: np.ndarray, o: int, bits: np.ndarray
+) -> None:
+    """ITS of ``need`` distinct positions of a uniform row of ``d`` entries into ``out[o:o+need]``.
+
+    The same draws as the uniform branch of :func:`_its_row` (``floor(u * d)``, a
+    repeat drawn again), with the "already drawn?" test on a bit set instead of a scan
+    of the row's earlier draws: one 64-bit mask when ``d <= 64``, else ``bits``
+    (all zero on entry and on return) while ``d`` fits in it.
+    """
+    if need == d:
+        for j in range(d):
+            out[o + j] = j
+        return
+    draw = 0
+    c = 0
+    one = np.uint64(1)
+    if d <= 64:
+        mask = np.uint64(0)
+        while c < need:
+            t = int(_uniform(seed, i, draw) * d)
+            draw += 1
+            if t >= d:
+                t = d - 1
+            bit = one << np.uint64(t)
+            if not (mask & bit):
+                mask |= bit
+                out[o + c] = t
+                c += 1
+        return
+    if d <= bits.shape[0] * 64:
+        while c < need:
+            t = int(_uniform(seed, i, draw) * d)
+            draw += 1
+            if t >= d:
+                t = d - 1
+            w = t >> 6
+            bit = one << np.uint64(t & 63)
+            if not (bits[w] & bit):
+                bits[w] |= bit
+                out[o + c] = t
+                c += 1
+        for q in range(need):
+            bits[out[o + q] >> 6] = 0
+        return
+    while c < need:
+        t = int(_uniform(seed, i, draw) * d)
+        draw += 1
+        if t >= d:
+            t = d - 1
+        taken = False
+        for q in range(c):
+            if out[o + q] == t:
+                taken = True
+                break
+        if not taken:
+            out[o + c] = t
+            c += 1
+
+
+@njit(parallel=True, cache=True)
+def uniform_its_relabel_batches(
+    row_ptr: np.ndarray,
+    dst: np.ndarray,
+    begin: np.ndarray,
+    deg: np.ndarray,
+    cols: np.ndarray,
+    counts: np.ndarray,
+    offsets: np.ndarray,
+    seed: np.uint64,
+    edge_src: np.ndarray,
+    edge_dst: np.ndarray,
+    src: np.ndarray,
+    num_src: np.ndarray,
+    mappings: np.ndarray,
+) -> None:
+    """:func:`its_relabel_batches` for uniform rows (the fused back end), in three passes per batch.
+
+    Stacked row ``i`` is ``cols[begin[i]:begin[i] + deg[i]]`` (from :func:`row_extents`).
+    Per batch: (2a) ITS positions of every row (arithmetic only: ``floor(u * d)``,
+    repeats drawn again; the same random stream and the same draws as
+    :func:`its_sample_rows`), (2b) one gather of the drawn column ids (a short loop
+    whose cache misses overlap), (3) relabelling into local ids. Layout of the outputs
+    as in :func:`its_relabel_batches`.
+    """
+    nb = row_ptr.shape[0] - 1
+    chunks = mappings.shape[0]
+    for c in prange(chunks):
+        bits = np.zeros(64, dtype=np.uint64)
+        for bt in range((nb * c) // chunks, (nb * (c + 1)) // chunks):
+            r0 = row_ptr[bt]
+            r1 = row_ptr[bt + 1]
+            e0 = offsets[r0]
+            e1 = offsets[r1]
+            for i in range(r0, r1):
+                _uniform_positions(i, deg[i], counts[i], seed, edge_src, offsets[i], bits)
+            for i in range(r0, r1):
+                b = begin[i]
+                for e in range(offsets[i], offsets[i + 1]):
+                    edge_src[e] = cols[b + edge_src[e]]
+            out = edge_src[e0:e1]
             s0 = r0 + e0
             num_src[bt] = _relabel_one(
                 dst[r0:r1],

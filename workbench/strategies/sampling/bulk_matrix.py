@@ -366,8 +366,14 @@ class BulkMatrixSampler(Sampler):
             return self._graphsage_layer_torch(graph, dst, row_ptr, fanout, rng, mappings)
         seed = _kernels.draw_seed(rng)
         row_of, indptr, cols, values = self._probability_rows(graph, dst, backend)
-        counts = _kernels.indexed_row_counts(row_of, indptr, values, fanout)
         k = row_ptr.shape[0] - 1
+        if values.shape[0] == 0:
+            # Uniform rows read in place: their extents once, in one pass (scratch from the pool).
+            begin = self._outputs.empty(dst.shape[0])
+            deg = self._outputs.empty(dst.shape[0])
+            counts = _kernels.row_extents(row_of, indptr, fanout, begin, deg)
+        else:
+            counts = _kernels.indexed_row_counts(row_of, indptr, values, fanout)
         offsets = offsets_of(counts)
         # Stacked outputs, one array per kind for all k batches (views per batch), from a
         # pool that recycles them once the caller has dropped every minibatch viewing them.
@@ -376,10 +382,16 @@ class BulkMatrixSampler(Sampler):
         src = self._outputs.empty(offsets[-1] + dst.shape[0])
         num_src = np.empty(k, dtype=np.int64)
         # Steps 2 (ITS) and 3 (extraction: dropping each batch's empty columns = local ids), per batch.
-        _kernels.its_relabel_batches(
-            row_ptr, dst, row_of, indptr, cols, values, counts, offsets, seed, edge_src, edge_dst, src, num_src,
-            mappings,
-        )  # fmt: skip
+        if values.shape[0] == 0:
+            _kernels.uniform_its_relabel_batches(
+                row_ptr, dst, begin, deg, cols, counts, offsets, seed, edge_src, edge_dst, src, num_src, mappings,
+            )  # fmt: skip
+            del begin, deg
+        else:
+            _kernels.its_relabel_batches(
+                row_ptr, dst, row_of, indptr, cols, values, counts, offsets, seed, edge_src, edge_dst, src,
+                num_src, mappings,
+            )  # fmt: skip
         edge_ptr = offsets[row_ptr]
         src_start = row_ptr[:-1] + edge_ptr[:-1]
         return (
