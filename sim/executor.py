@@ -37,16 +37,19 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
+from heapq import heappush
+from operator import attrgetter
 
 import numpy as np
 
-from sim.clock import SimClock
+from sim.clock import NORMAL, SimClock
 from sim.collectives import Step, collective_steps
 from sim.costmodel import LinearCostModel
 from sim.flows import FlowNetwork
 from sim.memory import check_memory
 from sim.resources import Engine, MachineEngines
 from sim.topology import Topology
+from sim.trace_hook import TraceRecorder
 from workbench.hardware.spec import ClusterSpec
 from workbench.plan import Plan, Task
 
@@ -91,7 +94,11 @@ class PlanExecutor:
         self.stats: dict[str, float] = {}
 
     def run(self, plan: Plan, on_task_end: TaskEndHook) -> float:
-        """Execute ``plan``; return its makespan in seconds. Raises PlanError before running anything."""
+        """Execute ``plan``; return its makespan in seconds. Raises PlanError before running anything.
+
+        A :class:`~sim.trace_hook.TraceRecorder` as ``on_task_end`` is fed in bulk when the
+        run ends (:meth:`~sim.trace_hook.TraceRecorder.add_run`), with the same rows.
+        """
         with paused_gc():
             t0 = time.perf_counter()
             plan.validate(self.cluster.memory_nodes())
@@ -110,56 +117,80 @@ class PlanExecutor:
 
 
 class _Run:
-    """The state of one execution; methods are the event callbacks."""
+    """The state of one execution; methods are the event callbacks.
+
+    Per task index: ``starts`` and ``ends`` (times), ``order`` (indices as tasks end),
+    and the trace row's ``devices`` and ``engines`` (``None`` device for a collective).
+    Compute durations come from the cost model for all tasks at once, before the run
+    (jitter, when asked for, is still drawn as each compute task starts).
+    """
 
     def __init__(self, executor: PlanExecutor, plan: Plan, hook: TaskEndHook) -> None:
         self.cluster = executor.cluster
         self.topo = executor.topology
         self.cost = executor.cost_model
-        self.hook = hook
+        self.recorder = hook if isinstance(hook, TraceRecorder) else None
+        self.hook = None if self.recorder is not None else hook  # called per row; None: in bulk
         self.jitter = executor.jitter
         self.rng = np.random.default_rng(executor.seed) if executor.jitter > 0 else None
         self.executor = executor
         self.clock = SimClock()
         self.flows = FlowNetwork(self.clock, self.topo.capacity)
         self.engines = MachineEngines(self.cluster)
-        self.tasks = plan.tasks
-        self.makespan = 0.0
-        self.ended = 0
-        n = len(self.tasks)
-        index = {t.id: i for i, t in enumerate(self.tasks)}
-        self.waiting = [0] * n
-        self.users: list[list[int]] = [[] for _ in range(n)]
-        users = self.users
-        for i, t in enumerate(self.tasks):
-            deps = dict.fromkeys(t.deps)  # a repeated dependency counts once
-            self.waiting[i] = len(deps)
+        tasks = self.tasks = plan.tasks
+        n = len(tasks)
+        index = dict(zip(map(attrgetter("id"), tasks), range(n), strict=True))
+        waiting = self.waiting = [0] * n
+        users: list[list[int]] = [[] for _ in range(n)]
+        self.users = users
+        for i, deps in enumerate(map(attrgetter("deps"), tasks)):
+            if len(deps) > 1:
+                deps = dict.fromkeys(deps)  # a repeated dependency counts once
+            waiting[i] = len(deps)
             for d in deps:  # users lists fill in task order: deterministic wake-up order
                 users[index[d]].append(i)
+        self.starts = [0.0] * n
+        self.ends = [0.0] * n
+        self.order: list[int] = []
+        self.devices: list[str | None] = [None] * n
+        self.engine_kinds: list[str] = ["collective"] * n
         self.step_cache: dict[tuple[str, tuple[str, ...], int], list[Step]] = {}
         # Per task, what launching it means, prepared up front so that routing errors
         # surface before the run and the event callbacks stay small.
-        self.launchers: list[Callable[[], None]] = [self._prepare(i, t) for i, t in enumerate(self.tasks)]
+        self.compute_engine: list[Engine | None] = [None] * n
+        self.launchers: list[Callable[[], None]] = [self._prepare(i, t) for i, t in enumerate(tasks)]
+        compute = [i for i, e in enumerate(self.compute_engine) if e is not None]
+        seconds = self.cost.seconds_many([tasks[i] for i in compute], self.cluster)
+        self.seconds = [0.0] * n
+        for i, s in zip(compute, seconds, strict=True):
+            if self.rng is None and not s >= 0.0:
+                s = 0.0
+            self.seconds[i] = s
 
     def execute(self) -> float:
         for i, w in enumerate(self.waiting):
             if w == 0:
                 self.launchers[i]()
         self.clock.run_all()
-        if self.ended != len(self.tasks):  # cannot happen after validate(); a guard against engine bugs
-            raise RuntimeError(f"simulation stalled with {len(self.tasks) - self.ended} tasks unfinished")
+        if len(self.order) != len(self.tasks):  # cannot happen after validate(); a guard against engine bugs
+            raise RuntimeError(
+                f"simulation stalled with {len(self.tasks) - len(self.order)} tasks unfinished"
+            )
         self.executor.stats = {
             "tasks": len(self.tasks),
             "rebalances": self.flows.rebalances,
             "events": next(self.clock._eid),
         }
-        return self.makespan
+        if self.recorder is not None:
+            self.recorder.add_run(
+                self.tasks, self.order, self.starts, self.ends, self.devices, self.engine_kinds
+            )
+        return max(self.ends, default=0.0)
 
     # ---- shared ----------------------------------------------------------------
     def _done(self, i: int, end: float) -> None:
-        self.ended += 1
-        if end > self.makespan:
-            self.makespan = end
+        self.ends[i] = end
+        self.order.append(i)
         waiting = self.waiting
         launchers = self.launchers
         for u in self.users[i]:
@@ -168,11 +199,17 @@ class _Run:
                 launchers[u]()
 
     def _prepare(self, i: int, t: Task) -> Callable[[], None]:
-        if t.kind == "compute":
+        kind = t.kind
+        if kind == "compute":
             engine = self.engines.compute[t.device]  # type: ignore[index]
-            return partial(engine.request, partial(self._compute, i, engine))
+            self.compute_engine[i] = engine
+            self.devices[i] = t.device
+            self.engine_kinds[i] = engine.kind
+            if type(engine) is Engine:  # the FIFO rule inlined (no subclass hook to honour)
+                return partial(self._compute_request, i)
+            return partial(engine.request, partial(self._compute, i))
         where = f"plan task {t.id!r}"
-        if t.kind == "transfer":
+        if kind == "transfer":
             return self._prepare_transfer(i, t, where)
         key = (t.op or "", tuple(t.devices), t.bytes)
         steps = self.step_cache.get(key)
@@ -182,22 +219,46 @@ class _Run:
         return partial(self._collective_start, i, steps)
 
     # ---- compute ---------------------------------------------------------------
-    def _compute(self, i: int, engine: Engine) -> None:
-        t = self.tasks[i]
-        seconds = self.cost.seconds(t, self.cluster)
+    def _compute_request(self, i: int) -> None:
+        """``Engine.request`` for a plain engine, then :meth:`_compute`, in one call."""
+        engine: Engine = self.compute_engine[i]  # type: ignore[assignment]
+        if engine.waiting or engine.busy >= engine.slots:
+            engine.waiting.append(partial(self._compute, i))
+            return
+        engine.busy += 1
+        seconds = self.seconds[i]
         if self.rng is not None:
             sigma = self.jitter
             seconds *= math.exp(sigma * float(self.rng.standard_normal()) - 0.5 * sigma * sigma)
-        if not seconds >= 0.0:
-            seconds = 0.0
-        start = self.clock._now
-        self.clock.call_later(seconds, partial(self._compute_end, i, engine, start))
+            if not seconds >= 0.0:
+                seconds = 0.0
+        clock = self.clock
+        now = self.starts[i] = clock._now
+        heappush(clock._queue, (now + seconds, NORMAL, next(clock._eid), partial(self._compute_end, i)))
 
-    def _compute_end(self, i: int, engine: Engine, start: float) -> None:
+    def _compute(self, i: int) -> None:
+        seconds = self.seconds[i]
+        if self.rng is not None:
+            sigma = self.jitter
+            seconds *= math.exp(sigma * float(self.rng.standard_normal()) - 0.5 * sigma * sigma)
+            if not seconds >= 0.0:
+                seconds = 0.0
+        now = self.starts[i] = self.clock._now
+        self.clock.call_at(now + seconds, partial(self._compute_end, i))
+
+    def _compute_end(self, i: int) -> None:
         now = self.clock._now
-        t = self.tasks[i]
-        self.hook(t, t.worker, t.device, engine.kind, start, now)  # type: ignore[arg-type]
-        engine.release()
+        engine: Engine = self.compute_engine[i]  # type: ignore[assignment]
+        if self.hook is not None:
+            t = self.tasks[i]
+            self.hook(t, t.worker, t.device, engine.kind, self.starts[i], now)  # type: ignore[arg-type]
+        if type(engine) is Engine:  # Engine.release inlined
+            engine.busy -= 1
+            if engine.waiting:
+                engine.busy += 1
+                engine.waiting.popleft()()
+        else:
+            engine.release()
         self._done(i, now)
 
     # ---- transfers -------------------------------------------------------------
@@ -224,6 +285,8 @@ class _Run:
         else:
             label = "cpu"  # a host-to-host copy within one machine (memcpy)
         device = dst if dst_gpu else src
+        self.devices[i] = device
+        self.engine_kinds[i] = label
         info = (route, tuple(engines), label, device)
         start = partial(self._transfer_start, i, info)
         if not engines:
@@ -234,8 +297,8 @@ class _Run:
 
     def _transfer_start(self, i: int, info: tuple) -> None:
         route = info[0]
-        start = self.clock._now
-        done = partial(self._transfer_end, i, info, start)
+        self.starts[i] = self.clock._now
+        done = partial(self._transfer_end, i, info)
         nbytes = self.tasks[i].bytes
         if not route.links or nbytes == 0:
             self.clock.call_later(route.latency, done)
@@ -244,31 +307,35 @@ class _Run:
         else:
             self.flows.start(route.links, nbytes, done)
 
-    def _transfer_end(self, i: int, info: tuple, start: float) -> None:
+    def _transfer_end(self, i: int, info: tuple) -> None:
         now = self.clock._now
-        t = self.tasks[i]
-        self.hook(t, t.worker, info[3], info[2], start, now)
+        if self.hook is not None:
+            t = self.tasks[i]
+            self.hook(t, t.worker, info[3], info[2], self.starts[i], now)
         for engine in info[1]:
             engine.release()
         self._done(i, now)
 
     # ---- collectives -----------------------------------------------------------
     def _collective_start(self, i: int, steps: list[Step]) -> None:
+        self.starts[i] = self.clock._now
         if not steps:  # one device: nothing moves; end through the clock, never re-entrantly
-            self.clock.call_later(0.0, partial(self._collective_step, i, steps, 0, self.clock._now))
+            self.clock.call_later(0.0, partial(self._collective_step, i, steps, 0))
         else:
-            self._collective_step(i, steps, 0, self.clock._now)
+            self._collective_step(i, steps, 0)
 
-    def _collective_step(self, i: int, steps: list[Step], k: int, start: float) -> None:
+    def _collective_step(self, i: int, steps: list[Step], k: int) -> None:
         if k == len(steps):
             now = self.clock._now
-            t = self.tasks[i]
-            for rank, device in enumerate(t.devices):
-                self.hook(t, rank, device, "collective", start, now)
+            if self.hook is not None:
+                t = self.tasks[i]
+                start = self.starts[i]
+                for rank, device in enumerate(t.devices):
+                    self.hook(t, rank, device, "collective", start, now)
             self._done(i, now)
             return
         step = steps[k]
-        after = partial(self._collective_step, i, steps, k + 1, start)
+        after = partial(self._collective_step, i, steps, k + 1)
         if not step.links:
             self.clock.call_later(step.latency, after)
         elif step.latency > 0.0:

@@ -68,6 +68,31 @@ def test_same_seed_gives_a_bit_identical_trace(neugraph, jitter):
     assert a.equals(b)
 
 
+@pytest.mark.parametrize("jitter", [0.0, 0.1])
+def test_bulk_trace_equals_the_per_row_hook(neugraph, jitter):
+    """The recorder fed in bulk by the executor gives the table that per-row hook calls give."""
+    plan = busy_plan(neugraph.gpu_nodes(), 3)
+    plan.collective("solo", "allreduce", ["m0.gpu0"], 1000, "allreduce", ["2.ar"], iteration=3)
+    plan.transfer("same", "m0.gpu1", "m0.gpu1", 1000, "d2d", ["solo"], worker=1)
+    plan.compute("stated", "m0.gpu2", "update", ["2.a2a"], features={"seconds": 0.001})
+    bulk = simulate(plan, neugraph, seed=3, jitter=jitter)
+    rows: list[tuple] = []
+    per_row = simulate(plan, neugraph, seed=3, jitter=jitter, on_task_end=lambda *row: rows.append(row))
+    pd.testing.assert_frame_equal(bulk.trace, per_row.trace, check_exact=True)
+    assert bulk.makespan == per_row.makespan
+    assert [(t.id, w, d, e, s, x) for t, w, d, e, s, x in rows] == list(
+        bulk.trace[["task", "worker", "device", "engine", "start", "end"]].itertuples(index=False, name=None)
+    )
+
+
+def test_cost_model_seconds_many_is_seconds_per_task(neugraph):
+    tasks = [t for t in busy_plan(neugraph.gpu_nodes(), 2).tasks if t.kind == "compute"]
+    tasks.append(Task("x", "compute", device="m0.gpu3", features={"seconds": 2, "flops": 1}))
+    tasks.append(Task("y", "compute", device="m0.gpu3", features={"flops": 10**20, "edges": True}))
+    for m in (LinearCostModel(), LinearCostModel({"default": LinearCoefficients(1, 2, 3, 4, 5)})):
+        assert m.seconds_many(tasks, neugraph) == [m.seconds(t, neugraph) for t in tasks]
+
+
 def test_jitter_draws_from_the_seed(neugraph):
     plan = busy_plan(neugraph.gpu_nodes(), 2)
     a = simulate(plan, neugraph, seed=1, jitter=0.2).makespan
