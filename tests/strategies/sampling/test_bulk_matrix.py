@@ -72,3 +72,20 @@ def test_backend_resolution() -> None:
         assert ladies.backend() == "scipy"
     assert SAMPLERS.create("bulk-matrix", fanouts=[2], spgemm="scipy").backend() == "scipy"
     assert "bulk=32" in repr(graphsage)
+
+
+def test_fused_relabel_restores_scratch_and_is_deterministic() -> None:
+    """The bit-set relabelling leaves its scratch as it found it, and the same seed gives the same blocks."""
+    graph = erdos_renyi(3000, 12.0, seed=2)
+    rng = np.random.default_rng(5)
+    batches = [rng.choice(3000, 200, replace=False) for _ in range(6)]
+    sampler = SAMPLERS.create("bulk-matrix", fanouts=[6, 4, 3], bulk=3, spgemm="fused")
+    first = sampler.sample_many(graph, batches, np.random.default_rng(9))
+    again = sampler.sample_many(graph, batches, np.random.default_rng(9))
+    for mb in first:
+        check_block_invariants(mb)
+    assert same(again, snapshot(first))
+    assert (
+        sampler._words._cached is not None and not sampler._words._cached[:, : 2 * ((3000 + 63) // 64)].any()
+    )
+    assert sampler._scratch._cached is not None and np.all(sampler._scratch._cached == -1)

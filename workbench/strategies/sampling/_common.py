@@ -145,26 +145,35 @@ class OutputBufferPool:
             return buf[:size]
 
 
+def new_word_scratch(num_nodes: int, copies: int) -> np.ndarray:
+    """Zeroed scratch for :func:`_kernels._relabel_words`, one row per thread."""
+    return np.zeros((copies, _kernels.word_scratch_size(num_nodes)), dtype=np.uint64)
+
+
 class MappingScratch:
-    """Relabel scratch arrays kept between calls (the kernels leave them all -1 again).
+    """Relabel scratch arrays kept between calls (the kernels leave them as they found them).
 
     A fresh one per call is a 5 MB-per-thread ``np.full`` on products-like, page faults
-    included; a second caller while one is in use gets a fresh array.
+    included; a second caller while one is in use gets a fresh array. ``factory``
+    makes one, ``(num_nodes, copies) -> array`` (default: :func:`new_mapping`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, factory: Callable[[int, int], np.ndarray] = new_mapping) -> None:
+        self._factory = factory
         self._cached: np.ndarray | None = None
+        self._key: tuple[int, int] | None = None
         self._lock = threading.Lock()
 
     @contextmanager
     def mappings(self, num_nodes: int, copies: int) -> Iterator[np.ndarray]:
         if not self._lock.acquire(blocking=False):
-            yield new_mapping(num_nodes, copies)
+            yield self._factory(num_nodes, copies)
             return
         try:
             cached = self._cached
-            if cached is None or cached.shape != (copies, num_nodes):
-                cached = new_mapping(num_nodes, copies)
+            if cached is None or self._key != (num_nodes, copies):
+                cached = self._factory(num_nodes, copies)
+                self._key = (num_nodes, copies)
             self._cached = None  # an exception inside would leave it dirty: only kept on success
             yield cached
             self._cached = cached

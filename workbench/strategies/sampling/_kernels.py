@@ -312,6 +312,100 @@ def _relabel_one(
     return ns
 
 
+@njit(inline="always")
+def _popcount(x: np.uint64) -> int:
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+def word_scratch_size(num_nodes: int) -> int:
+    """Words of :func:`_relabel_words`' scratch for a graph of ``num_nodes`` vertices."""
+    return 4 * ((num_nodes + 63) // 64)
+
+
+@njit(cache=True)
+def _relabel_words(
+    dst: np.ndarray,
+    counts: np.ndarray,
+    picked: np.ndarray,
+    mapping: np.ndarray,
+    scratch: np.ndarray,
+    src_out: np.ndarray,
+    edge_src_out: np.ndarray,
+    edge_dst_out: np.ndarray,
+) -> int:
+    """:func:`_relabel_one` through vertex bit sets that stay in cache (``picked`` may be ``edge_src_out``).
+
+    Destinations come first (local ids ``0..nd-1``, through ``mapping``); each other
+    drawn vertex sets its bit in ``seen`` (one bit per graph vertex: 150 KB on
+    products-like, where ``mapping`` is 5 MB). The words of ``seen`` that got bits are
+    then numbered in order of first touch, a vertex's local id being its word's first
+    id plus the bits below it in the word. Sources are thus grouped by word of 64
+    vertex ids (not in order of first appearance); each appears once and the
+    destinations stay first. ``scratch`` (:func:`word_scratch_size` words; its first
+    two quarters, ``seen`` and ``isdst``, all zero) and ``mapping`` (all -1) are
+    restored before returning.
+    """
+    nw = scratch.shape[0] // 4
+    seen = scratch[:nw]
+    isdst = scratch[nw : 2 * nw]
+    first = scratch[2 * nw : 3 * nw]
+    touched = scratch[3 * nw :]
+    one = np.uint64(1)
+    nd = dst.shape[0]
+    for i in range(nd):
+        v = dst[i]
+        mapping[v] = i
+        isdst[v >> 6] |= one << np.uint64(v & 63)
+        src_out[i] = v
+    ne = 0
+    for i in range(nd):
+        for _ in range(counts[i]):
+            edge_dst_out[ne] = i
+            ne += 1
+    nt = 0
+    for e in range(ne):
+        u = picked[e]
+        w = u >> 6
+        bit = one << np.uint64(u & 63)
+        if isdst[w] & bit:
+            edge_src_out[e] = -1 - mapping[u]  # a destination: final id, marked negative
+        else:
+            edge_src_out[e] = u
+            x = seen[w]
+            if x == 0:
+                touched[nt] = w
+                nt += 1
+            seen[w] = x | bit
+    ns = nd
+    for j in range(nt):
+        w = touched[j]
+        x = seen[w]
+        first[w] = ns
+        base = w << 6
+        while x:
+            low = x & (~x + one)
+            src_out[ns] = base + _popcount(low - one)
+            ns += 1
+            x ^= low
+    for e in range(ne):
+        u = edge_src_out[e]
+        if u < 0:
+            edge_src_out[e] = -1 - u
+        else:
+            w = u >> 6
+            edge_src_out[e] = np.int64(first[w]) + _popcount(seen[w] & ((one << np.uint64(u & 63)) - one))
+    for j in range(nt):
+        seen[touched[j]] = 0
+    for i in range(nd):
+        v = dst[i]
+        isdst[v >> 6] = 0
+        mapping[v] = -1
+    return ns
+
+
 @njit(cache=True)
 def relabel_block(
     dst: np.ndarray, counts: np.ndarray, picked: np.ndarray, mapping: np.ndarray
@@ -511,6 +605,7 @@ def uniform_its_relabel_batches(
     src: np.ndarray,
     num_src: np.ndarray,
     mappings: np.ndarray,
+    words: np.ndarray,
 ) -> None:
     """:func:`its_relabel_batches` for uniform rows (the fused back end), in three passes per batch.
 
@@ -518,8 +613,9 @@ def uniform_its_relabel_batches(
     Per batch: (2a) ITS positions of every row (arithmetic only: ``floor(u * d)``,
     repeats drawn again; the same random stream and the same draws as
     :func:`its_sample_rows`), (2b) one gather of the drawn column ids (a short loop
-    whose cache misses overlap), (3) relabelling into local ids. Layout of the outputs
-    as in :func:`its_relabel_batches`.
+    whose cache misses overlap), (3) relabelling into local ids through bit sets
+    (:func:`_relabel_words`; ``words``: one scratch row per row of ``mappings``).
+    Layout of the outputs as in :func:`its_relabel_batches`.
     """
     nb = row_ptr.shape[0] - 1
     chunks = mappings.shape[0]
@@ -538,11 +634,12 @@ def uniform_its_relabel_batches(
                     edge_src[e] = cols[b + edge_src[e]]
             out = edge_src[e0:e1]
             s0 = r0 + e0
-            num_src[bt] = _relabel_one(
+            num_src[bt] = _relabel_words(
                 dst[r0:r1],
                 counts[r0:r1],
                 out,
                 mappings[c],
+                words[c],
                 src[s0 : s0 + (r1 - r0) + (e1 - e0)],
                 out,
                 edge_dst[e0:e1],

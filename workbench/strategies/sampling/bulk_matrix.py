@@ -84,6 +84,7 @@ from workbench.strategies.sampling._common import (
     OutputBufferPool,
     check_positive_int,
     check_positive_ints,
+    new_word_scratch,
     offsets_of,
 )
 from workbench.strategies.sampling.base import Block, Minibatch, Sampler, check_seeds
@@ -265,6 +266,7 @@ class BulkMatrixSampler(Sampler):
         self._torch: _TorchSpGEMM | None = None
         self._outputs = OutputBufferPool()
         self._scratch = MappingScratch()
+        self._words = MappingScratch(new_word_scratch)
 
     def __repr__(self) -> str:
         sizes = (
@@ -383,9 +385,11 @@ class BulkMatrixSampler(Sampler):
         num_src = np.empty(k, dtype=np.int64)
         # Steps 2 (ITS) and 3 (extraction: dropping each batch's empty columns = local ids), per batch.
         if values.shape[0] == 0:
-            _kernels.uniform_its_relabel_batches(
-                row_ptr, dst, begin, deg, cols, counts, offsets, seed, edge_src, edge_dst, src, num_src, mappings,
-            )  # fmt: skip
+            with self._words.mappings(graph.num_nodes, mappings.shape[0]) as words:
+                _kernels.uniform_its_relabel_batches(
+                    row_ptr, dst, begin, deg, cols, counts, offsets, seed, edge_src, edge_dst, src, num_src,
+                    mappings, words,
+                )  # fmt: skip
             del begin, deg
         else:
             _kernels.its_relabel_batches(
