@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ from workbench.errors import ConfigError
 from workbench.hardware.spec import ClusterSpec
 from workbench.plan import Task
 
-CPU_CORE_FLOPS = 50e9  # peak FLOP/s that ``per_flop`` scales for host compute
+CPU_CORE_FLOPS = 50e9
+_FEATURES = ("flops", "bytes", "edges", "vertices")  # peak FLOP/s that ``per_flop`` scales for host compute
 
 
 @dataclass(frozen=True)
@@ -102,51 +104,58 @@ class LinearCostModel:
         coefficients, peak, bandwidth = params
         return coefficients.predict(features, peak, bandwidth)
 
-    def seconds_many(self, tasks: Sequence[Task], cluster: ClusterSpec) -> list[float]:
-        """``[self.seconds(t, cluster) for t in tasks]``, computed per device in one numpy pass.
+    def seconds_many(self, tasks: Sequence[Task], cluster: ClusterSpec) -> np.ndarray:
+        """``[self.seconds(t, cluster) for t in tasks]`` as an array, computed per device in numpy.
 
         Bit-identical to :meth:`seconds`: the same float operations in the same order
         (elementwise IEEE arithmetic is the same in numpy). Falls back to :meth:`seconds`
         per task for a subclass that overrides it or coefficients that are not plain floats.
         """
-        if type(self).seconds is not LinearCostModel.seconds:
-            return [self.seconds(t, cluster) for t in tasks]
         n = len(tasks)
-        out = [0.0] * n
-        feats = [t.features for t in tasks]
-        by_device: dict[str, list[int]] = {}
-        for i, (f, t) in enumerate(zip(feats, tasks, strict=True)):
-            explicit = f.get("seconds")
-            if explicit is not None:
-                out[i] = float(explicit)
-            else:
-                device = t.device or ""
-                group = by_device.get(device)
-                if group is None:
-                    group = by_device[device] = []
-                group.append(i)
-        for device, group in by_device.items():
-            c, peak, bandwidth = self._device_params(device, cluster)
-            scalars = (c.intercept, c.per_flop, c.per_byte, c.per_edge, c.per_vertex, peak, bandwidth)
-            if type(c) is not LinearCoefficients or not all(type(x) is float for x in scalars):
-                for i in group:
-                    out[i] = self.seconds(tasks[i], cluster)
+        if type(self).seconds is not LinearCostModel.seconds:
+            return np.array([self.seconds(t, cluster) for t in tasks], dtype=np.float64).reshape(n)
+        feats = list(map(attrgetter("features"), tasks))
+        # One pass over the feature dicts (they are scattered in memory; a pass per
+        # feature would cost a cache miss per dict each time), then per-task parameters.
+        values = np.array([f.get(k, 0.0) for f in feats for k in _FEATURES], dtype=np.float64).reshape(n, 4)
+        devices = list(map(attrgetter("device"), tasks))
+        names = list(dict.fromkeys(devices))
+        codes = np.fromiter(map({d: k for k, d in enumerate(names)}.__getitem__, devices), np.int64, count=n)
+        table = np.zeros((len(names), 7), dtype=np.float64)
+        odd: list[int] = []  # devices whose coefficients are not plain floats: per task, by seconds()
+        for k, device in enumerate(names):
+            try:
+                c, peak, bandwidth = self._device_params(device or "", cluster)
+            except (
+                ConfigError,
+                KeyError,
+                ValueError,
+                AttributeError,
+            ):  # left to seconds(), which may not need it
+                odd.append(k)
                 continue
-            m = len(group)
-            fs = [feats[i] for i in group]
-
-            def column(name: str, fs: list[dict[str, float]] = fs, m: int = m) -> np.ndarray:
-                return np.fromiter((f.get(name, 0.0) for f in fs), dtype=np.float64, count=m)
-
-            secs = (
-                c.intercept
-                + c.per_flop * column("flops") / peak
-                + c.per_byte * column("bytes") / bandwidth
-                + c.per_edge * column("edges")
-                + c.per_vertex * column("vertices")
+            row = (c.intercept, c.per_flop, c.per_byte, c.per_edge, c.per_vertex, peak, bandwidth)
+            if type(c) is not LinearCoefficients or not all(type(x) is float for x in row):
+                odd.append(k)
+            else:
+                table[k] = row
+        p = table[codes]
+        with np.errstate(all="ignore"):  # rows of odd devices are zeros, overwritten below
+            out = (
+                p[:, 0]
+                + p[:, 1] * values[:, 0] / p[:, 5]
+                + p[:, 2] * values[:, 1] / p[:, 6]
+                + p[:, 3] * values[:, 2]
+                + p[:, 4] * values[:, 3]
             )
-            for i, s in zip(group, secs.tolist(), strict=True):
-                out[i] = s
+        explicit = [f.get("seconds") for f in feats]
+        if explicit.count(None) != n:
+            for i, x in enumerate(explicit):
+                if x is not None:
+                    out[i] = float(x)
+        for k in odd:
+            for i in np.flatnonzero(codes == k).tolist():
+                out[i] = self.seconds(tasks[i], cluster)
         return out
 
     def _device_params(self, device: str, cluster: ClusterSpec) -> tuple[LinearCoefficients, float, float]:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from heapq import heappush
+from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -140,37 +141,60 @@ class _Run:
         tasks = self.tasks = plan.tasks
         n = len(tasks)
         index = dict(zip(map(attrgetter("id"), tasks), range(n), strict=True))
-        waiting = self.waiting = [0] * n
-        users: list[list[int]] = [[] for _ in range(n)]
-        self.users = users
-        for i, deps in enumerate(map(attrgetter("deps"), tasks)):
-            if len(deps) > 1:
-                deps = dict.fromkeys(deps)  # a repeated dependency counts once
-            waiting[i] = len(deps)
-            for d in deps:  # users lists fill in task order: deterministic wake-up order
-                users[index[d]].append(i)
+        deps = list(map(attrgetter("deps"), tasks))
+        counts = list(map(len, deps))
+        for i in [i for i, c in enumerate(counts) if c > 1]:
+            if len(set(deps[i])) != counts[i]:  # a repeated dependency counts once
+                deps[i] = list(dict.fromkeys(deps[i]))
+                counts[i] = len(deps[i])
+        self.waiting = counts
+        # Each task's users (tasks that depend on it), in task order: a deterministic
+        # wake-up order. As one flat list: users of i are users[first[i]:first[i + 1]].
+        src = np.fromiter(map(index.__getitem__, chain.from_iterable(deps)), dtype=np.int64)
+        dst = np.repeat(np.arange(n, dtype=np.int64), counts)
+        first = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=first[1:])
+        self.users: list[int] = dst[np.argsort(src, kind="stable")].tolist()
+        self.first_user: list[int] = first.tolist()
         self.starts = [0.0] * n
         self.ends = [0.0] * n
         self.order: list[int] = []
-        self.devices: list[str | None] = [None] * n
-        self.engine_kinds: list[str] = ["collective"] * n
+        kinds = list(map(attrgetter("kind"), tasks))
+        compute_engines = self.engines.compute
+        self.compute_engine: list[Engine | None] = [
+            compute_engines[d] if k == "compute" else None  # type: ignore[index]
+            for k, d in zip(kinds, map(attrgetter("device"), tasks), strict=True)
+        ]
+        self.devices: list[str | None] = [
+            t.device if e is not None else None for e, t in zip(self.compute_engine, tasks, strict=True)
+        ]
+        self.engine_kinds: list[str] = [e.kind if e is not None else "" for e in self.compute_engine]
         self.step_cache: dict[tuple[str, tuple[str, ...], int], list[Step]] = {}
         # Per task, what launching it means, prepared up front so that routing errors
-        # surface before the run and the event callbacks stay small.
-        self.compute_engine: list[Engine | None] = [None] * n
-        self.launchers: list[Callable[[], None]] = [self._prepare(i, t) for i, t in enumerate(tasks)]
-        compute = [i for i, e in enumerate(self.compute_engine) if e is not None]
+        # surface before the run and the event callbacks stay small. A compute task on
+        # a plain engine has none: _done calls _compute_request for it directly.
+        plain = all(type(e) is Engine for e in compute_engines.values())
+        self.launchers: list[Callable[[], None] | None] = [None] * n
+        for i, k in enumerate(kinds):
+            if k != "compute" or not plain:
+                self.launchers[i] = self._prepare(i, tasks[i])
+        compute = [i for i, k in enumerate(kinds) if k == "compute"]
         seconds = self.cost.seconds_many([tasks[i] for i in compute], self.cluster)
-        self.seconds = [0.0] * n
-        for i, s in zip(compute, seconds, strict=True):
-            if self.rng is None and not s >= 0.0:
-                s = 0.0
-            self.seconds[i] = s
+        if self.rng is None:  # with jitter, the factor is drawn first and the product clamped
+            seconds[~(seconds >= 0.0)] = 0.0
+        all_seconds = np.zeros(n, dtype=np.float64)
+        all_seconds[compute] = seconds
+        self.seconds = all_seconds.tolist()
 
     def execute(self) -> float:
+        launchers = self.launchers
         for i, w in enumerate(self.waiting):
             if w == 0:
-                self.launchers[i]()
+                launch = launchers[i]
+                if launch is None:
+                    self._compute_request(i)
+                else:
+                    launch()
         self.clock.run_all()
         if len(self.order) != len(self.tasks):  # cannot happen after validate(); a guard against engine bugs
             raise RuntimeError(
@@ -193,24 +217,25 @@ class _Run:
         self.order.append(i)
         waiting = self.waiting
         launchers = self.launchers
-        for u in self.users[i]:
+        first = self.first_user
+        for u in self.users[first[i] : first[i + 1]]:
             waiting[u] -= 1
             if waiting[u] == 0:
-                launchers[u]()
+                launch = launchers[u]
+                if launch is None:
+                    self._compute_request(u)
+                else:
+                    launch()
 
     def _prepare(self, i: int, t: Task) -> Callable[[], None]:
         kind = t.kind
         if kind == "compute":
             engine = self.engines.compute[t.device]  # type: ignore[index]
-            self.compute_engine[i] = engine
-            self.devices[i] = t.device
-            self.engine_kinds[i] = engine.kind
-            if type(engine) is Engine:  # the FIFO rule inlined (no subclass hook to honour)
-                return partial(self._compute_request, i)
             return partial(engine.request, partial(self._compute, i))
         where = f"plan task {t.id!r}"
         if kind == "transfer":
             return self._prepare_transfer(i, t, where)
+        self.engine_kinds[i] = "collective"  # and device None: a row per device
         key = (t.op or "", tuple(t.devices), t.bytes)
         steps = self.step_cache.get(key)
         if steps is None:

@@ -62,6 +62,7 @@ PHASES = (
     "swap",
     "other",
 )
+_PHASE_SET = frozenset(PHASES)
 
 
 @dataclass
@@ -172,15 +173,22 @@ class Plan:
         """
         nodes = set(known_nodes) if known_nodes is not None else None
         by_id: dict[str, Task] = {}
-        phases = set(PHASES)
+        phases = _PHASE_SET
+        numbers = (int, float)
+        # Dependencies on tasks not (yet) seen, in plan order: checked once every id is known.
+        forward: list[tuple[Task, str]] = []
         for t in self.tasks:
-            # The message prefix is built only on error: this loop runs once per task of plans
-            # with hundreds of thousands of tasks.
-            if not t.id:
+            # One pass, and the message prefix is built only on error: this loop runs once
+            # per task of plans with hundreds of thousands of tasks.
+            tid = t.id
+            if not tid:
                 raise PlanError(f"plan {self.name!r}: a task has an empty id")
-            if t.id in by_id:
+            if tid in by_id:
                 raise PlanError(f"{self._where(t)}: duplicate task id")
-            by_id[t.id] = t
+            for d in t.deps:
+                if d not in by_id:
+                    forward.append((t, d))
+            by_id[tid] = t
             kind = t.kind
             if kind not in TASK_KINDS:
                 raise PlanError(f"{self._where(t)}: unknown kind {kind!r}; allowed: {', '.join(TASK_KINDS)}")
@@ -204,14 +212,24 @@ class Plan:
             elif len(t.devices) < 1 or len(set(t.devices)) != len(t.devices):
                 raise PlanError(f"{self._where(t)}: a collective needs distinct devices")
             for k, v in t.features.items():
-                if not isinstance(v, int | float) or v < 0:
+                if not isinstance(v, numbers) or v < 0:
                     raise PlanError(
                         f"{self._where(t)}: cost feature {k!r} must be a non-negative number, got {v!r}"
                     )
             if nodes is not None:
-                for n in t.memories():
-                    if n not in nodes:
+                if kind == "compute":
+                    if t.device not in nodes:
+                        raise PlanError(
+                            f"{self._where(t)}: the hardware has no device or memory {t.device!r}"
+                        )
+                elif kind == "transfer":
+                    if t.src not in nodes or t.dst not in nodes:
+                        n = t.src if t.src not in nodes else t.dst
                         raise PlanError(f"{self._where(t)}: the hardware has no device or memory {n!r}")
+                else:
+                    for n in t.devices:
+                        if n not in nodes:
+                            raise PlanError(f"{self._where(t)}: the hardware has no device or memory {n!r}")
         for r in self.resident:
             if r.bytes < 0:
                 raise PlanError(f"plan {self.name!r}: resident tensor {r.name!r} has negative size")
@@ -221,16 +239,10 @@ class Plan:
                 )
         # Builders emit tasks after their dependencies; then Kahn's smallest-position-first
         # order is the plan order itself (task i is ready once 0..i-1 are taken): no heap needed.
-        in_order = True
-        seen: set[str] = set()
-        for t in self.tasks:
-            for d in t.deps:
-                if d not in seen:
-                    if d not in by_id:
-                        raise PlanError(f"{self._where(t)} depends on unknown task {d!r}")
-                    in_order = False
-            seen.add(t.id)
-        if in_order:
+        for t, d in forward:
+            if d not in by_id:
+                raise PlanError(f"{self._where(t)} depends on unknown task {d!r}")
+        if not forward:
             return list(self.tasks)
         return _topological_order(self.name, self.tasks, by_id)
 

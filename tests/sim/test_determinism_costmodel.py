@@ -90,7 +90,7 @@ def test_cost_model_seconds_many_is_seconds_per_task(neugraph):
     tasks.append(Task("x", "compute", device="m0.gpu3", features={"seconds": 2, "flops": 1}))
     tasks.append(Task("y", "compute", device="m0.gpu3", features={"flops": 10**20, "edges": True}))
     for m in (LinearCostModel(), LinearCostModel({"default": LinearCoefficients(1, 2, 3, 4, 5)})):
-        assert m.seconds_many(tasks, neugraph) == [m.seconds(t, neugraph) for t in tasks]
+        assert m.seconds_many(tasks, neugraph).tolist() == [m.seconds(t, neugraph) for t in tasks]
 
 
 def test_jitter_draws_from_the_seed(neugraph):
