@@ -13,14 +13,16 @@ Changes at one instant are batched: starting or ending a flow only marks links d
 and one rebalance runs after every other event of that instant (priority ``LATE``),
 so a collective step that starts n flows at once recomputes rates once, not n times.
 Completion events made stale by a rate change are recognised by a version number and
-ignored (the heap cannot remove them).
+ignored (the heap cannot remove them); a completion is a ``partial(_finish, flow, version)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
+from heapq import heappush
 
-from sim.clock import LATE, SimClock
+from sim.clock import LATE, NORMAL, SimClock
 
 MEMO_LIMIT = 100_000  # memoised components kept before the memo starts afresh
 
@@ -84,7 +86,7 @@ class FlowNetwork:
         self.rebalances += 1
         flows_on = self.flows_on
         # The component: every flow reachable from a dirty link through shared links.
-        comp_links: dict[int, None] = dict.fromkeys(self._dirty)
+        comp_links = self._dirty
         comp_flows: dict[Flow, None] = {}
         self._dirty = {}
         frontier = list(comp_links)
@@ -104,7 +106,8 @@ class FlowNetwork:
         flows = list(comp_flows)
         rates = self._max_min(flows)
         now = self.clock._now
-        call_at = self.clock.call_at
+        queue = self.clock._queue
+        eid = self.clock._eid
         finish = self._finish
         for f, rate in zip(flows, rates, strict=True):  # component order: deterministic rescheduling
             if rate == f.rate and f.version:
@@ -116,7 +119,7 @@ class FlowNetwork:
             f.updated = now
             f.rate = rate
             f.version += 1
-            call_at(now + f.remaining / rate, _Completion(finish, f, f.version))
+            heappush(queue, (now + f.remaining / rate, NORMAL, next(eid), partial(finish, f, f.version)))
 
     def _max_min(self, flows: list[Flow]) -> tuple[float, ...]:
         """Max-min fair rates of ``flows`` (one connected component), in the same order.
@@ -170,17 +173,3 @@ class FlowNetwork:
             self._memo.clear()
         self._memo[key] = result
         return result
-
-
-class _Completion:
-    """A scheduled flow completion, bound to the flow's version at scheduling time."""
-
-    __slots__ = ("finish", "flow", "version")
-
-    def __init__(self, finish: Callable[[Flow, int], None], flow: Flow, version: int) -> None:
-        self.finish = finish
-        self.flow = flow
-        self.version = version
-
-    def __call__(self) -> None:
-        self.finish(self.flow, self.version)
