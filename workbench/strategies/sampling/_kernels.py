@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange
+from numba.core import cgutils, types
+from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -34,6 +38,31 @@ def _uniform(seed: np.uint64, row: int, draw: int) -> float:
     z = (z ^ (z >> np.uint64(27))) * _MIX2
     z = z ^ (z >> np.uint64(31))
     return float(z >> np.uint64(11)) * _TWO_POW_53_INV
+
+
+_AHEAD = 8  # rows between a row's prefetch and its gather
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):  # type: ignore[no-untyped-def]
+    """Ask for the cache line of ``arr[idx]`` (LLVM's prefetch: read, high locality); no load, no fault."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0i8"
+        )
+        builder.call(
+            fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)]
+        )
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 def draw_seed(rng: np.random.Generator) -> np.uint64:
@@ -312,17 +341,104 @@ def _relabel_one(
     return ns
 
 
-@njit(inline="always")
-def _popcount(x: np.uint64) -> int:
-    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+@intrinsic
+def _popcount(typingctx, x):  # type: ignore[no-untyped-def]
+    """Set bits of a uint64 (LLVM's ctpop: one instruction where the CPU has it)."""
+    sig = types.int64(types.uint64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        i64 = ir.IntType(64)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64]), "llvm.ctpop.i64")
+        return builder.call(fn, [args[0]])
+
+    return sig, codegen
 
 
 def word_scratch_size(num_nodes: int) -> int:
-    """Words of :func:`_relabel_words`' scratch for a graph of ``num_nodes`` vertices."""
-    return 4 * ((num_nodes + 63) // 64)
+    """Words of :func:`_relabel_words`' scratch for a graph of ``num_nodes`` vertices.
+
+    Four quarters of one word per 64 vertices (``seen``, ``isdst``, ``first``,
+    ``touched``) and one spare word: ``touched`` takes one unconditional write past
+    its last kept entry.
+    """
+    return 4 * ((num_nodes + 63) // 64) + 1
+
+
+@njit(inline="always")
+def _words_open(
+    dst: np.ndarray, counts: np.ndarray, mapping: np.ndarray, isdst: np.ndarray, src_out: np.ndarray,
+    edge_dst_out: np.ndarray,
+) -> int:  # fmt: skip
+    """Start of :func:`_relabel_words`: destinations first, ``edge_dst``; returns the edge count."""
+    one = np.uint64(1)
+    nd = dst.shape[0]
+    for i in range(nd):
+        v = dst[i]
+        mapping[v] = i
+        isdst[v >> 6] |= one << np.uint64(v & 63)
+        src_out[i] = v
+    ne = 0
+    for i in range(nd):
+        for _ in range(counts[i]):
+            edge_dst_out[ne] = i
+            ne += 1
+    return ne
+
+
+@njit(inline="always")
+def _words_mark(
+    u: int, e: int, mapping: np.ndarray, seen: np.ndarray, isdst: np.ndarray, touched: np.ndarray, nt: int,
+    edge_src_out: np.ndarray,
+) -> int:  # fmt: skip
+    """Drawn vertex ``u`` of edge ``e``: a destination's local id (negative-marked) or its bit in ``seen``."""
+    w = u >> 6
+    bit = np.uint64(1) << np.uint64(u & 63)
+    if isdst[w] & bit:
+        edge_src_out[e] = -1 - mapping[u]  # a destination: final id, marked negative
+        return nt
+    edge_src_out[e] = u
+    x = seen[w]
+    touched[nt] = w  # kept only when the word was empty (no branch to mispredict)
+    seen[w] = x | bit
+    return nt + (x == 0)
+
+
+@njit(inline="always")
+def _words_close(
+    dst: np.ndarray, mapping: np.ndarray, scratch: np.ndarray, nt: int, ne: int, src_out: np.ndarray,
+    edge_src_out: np.ndarray,
+) -> int:  # fmt: skip
+    """End of :func:`_relabel_words`: number the touched words, local ids, restore the scratch."""
+    nw = scratch.shape[0] // 4
+    seen = scratch[:nw]
+    isdst = scratch[nw : 2 * nw]
+    first = scratch[2 * nw : 3 * nw]
+    touched = scratch[3 * nw :]
+    one = np.uint64(1)
+    nd = dst.shape[0]
+    ns = nd
+    for j in range(nt):
+        w = touched[j]
+        x = seen[w]
+        first[w] = ns
+        base = w << 6
+        while x:
+            src_out[ns] = base + trailing_zeros(x)
+            ns += 1
+            x &= x - one
+    for e in range(ne):
+        u = edge_src_out[e]
+        v = u if u >= 0 else 0
+        w = v >> 6
+        rank = np.int64(first[w]) + _popcount(seen[w] & ((one << np.uint64(v & 63)) - one))
+        edge_src_out[e] = rank if u >= 0 else -1 - u
+    for j in range(nt):
+        seen[touched[j]] = 0
+    for i in range(nd):
+        v = dst[i]
+        isdst[v >> 6] = 0
+        mapping[v] = -1
+    return ns
 
 
 @njit(cache=True)
@@ -351,59 +467,12 @@ def _relabel_words(
     nw = scratch.shape[0] // 4
     seen = scratch[:nw]
     isdst = scratch[nw : 2 * nw]
-    first = scratch[2 * nw : 3 * nw]
     touched = scratch[3 * nw :]
-    one = np.uint64(1)
-    nd = dst.shape[0]
-    for i in range(nd):
-        v = dst[i]
-        mapping[v] = i
-        isdst[v >> 6] |= one << np.uint64(v & 63)
-        src_out[i] = v
-    ne = 0
-    for i in range(nd):
-        for _ in range(counts[i]):
-            edge_dst_out[ne] = i
-            ne += 1
+    ne = _words_open(dst, counts, mapping, isdst, src_out, edge_dst_out)
     nt = 0
     for e in range(ne):
-        u = picked[e]
-        w = u >> 6
-        bit = one << np.uint64(u & 63)
-        if isdst[w] & bit:
-            edge_src_out[e] = -1 - mapping[u]  # a destination: final id, marked negative
-        else:
-            edge_src_out[e] = u
-            x = seen[w]
-            if x == 0:
-                touched[nt] = w
-                nt += 1
-            seen[w] = x | bit
-    ns = nd
-    for j in range(nt):
-        w = touched[j]
-        x = seen[w]
-        first[w] = ns
-        base = w << 6
-        while x:
-            low = x & (~x + one)
-            src_out[ns] = base + _popcount(low - one)
-            ns += 1
-            x ^= low
-    for e in range(ne):
-        u = edge_src_out[e]
-        if u < 0:
-            edge_src_out[e] = -1 - u
-        else:
-            w = u >> 6
-            edge_src_out[e] = np.int64(first[w]) + _popcount(seen[w] & ((one << np.uint64(u & 63)) - one))
-    for j in range(nt):
-        seen[touched[j]] = 0
-    for i in range(nd):
-        v = dst[i]
-        isdst[v >> 6] = 0
-        mapping[v] = -1
-    return ns
+        nt = _words_mark(picked[e], e, mapping, seen, isdst, touched, nt, edge_src_out)
+    return _words_close(dst, mapping, scratch, nt, ne, src_out, edge_src_out)
 
 
 @njit(cache=True)
@@ -612,35 +681,42 @@ def uniform_its_relabel_batches(
     Stacked row ``i`` is ``cols[begin[i]:begin[i] + deg[i]]`` (from :func:`row_extents`).
     Per batch: (2a) ITS positions of every row (arithmetic only: ``floor(u * d)``,
     repeats drawn again; the same random stream and the same draws as
-    :func:`its_sample_rows`), (2b) one gather of the drawn column ids (a short loop
-    whose cache misses overlap), (3) relabelling into local ids through bit sets
-    (:func:`_relabel_words`; ``words``: one scratch row per row of ``mappings``).
+    :func:`its_sample_rows`), (2b) one gather of the drawn column ids, each row's
+    cache lines prefetched a few rows ahead, each id marked in the relabelling's bit
+    sets as it arrives, (3) local ids (:func:`_relabel_words`, in the same steps;
+    ``words``: one scratch row per row of ``mappings``).
     Layout of the outputs as in :func:`its_relabel_batches`.
     """
     nb = row_ptr.shape[0] - 1
     chunks = mappings.shape[0]
     for c in prange(chunks):
         bits = np.zeros(64, dtype=np.uint64)
+        mapping = mappings[c]
+        scratch = words[c]
+        nw = scratch.shape[0] // 4
+        seen = scratch[:nw]
+        isdst = scratch[nw : 2 * nw]
+        touched = scratch[3 * nw :]
         for bt in range((nb * c) // chunks, (nb * (c + 1)) // chunks):
             r0 = row_ptr[bt]
             r1 = row_ptr[bt + 1]
             e0 = offsets[r0]
             e1 = offsets[r1]
+            out = edge_src[e0:e1]
             for i in range(r0, r1):
                 _uniform_positions(i, deg[i], counts[i], seed, edge_src, offsets[i], bits)
+            s0 = r0 + e0
+            src_b = src[s0 : s0 + (r1 - r0) + (e1 - e0)]
+            ne = _words_open(dst[r0:r1], counts[r0:r1], mapping, isdst, src_b, edge_dst[e0:e1])
+            # Gather the drawn column ids (their cache lines requested _AHEAD rows early) and mark them.
+            nt = 0
             for i in range(r0, r1):
+                j = i + _AHEAD
+                if j < r1:
+                    bj = begin[j]
+                    for e in range(offsets[j], offsets[j + 1]):
+                        _prefetch(cols, bj + edge_src[e])
                 b = begin[i]
                 for e in range(offsets[i], offsets[i + 1]):
-                    edge_src[e] = cols[b + edge_src[e]]
-            out = edge_src[e0:e1]
-            s0 = r0 + e0
-            num_src[bt] = _relabel_words(
-                dst[r0:r1],
-                counts[r0:r1],
-                out,
-                mappings[c],
-                words[c],
-                src[s0 : s0 + (r1 - r0) + (e1 - e0)],
-                out,
-                edge_dst[e0:e1],
-            )
+                    nt = _words_mark(cols[b + edge_src[e]], e - e0, mapping, seen, isdst, touched, nt, out)
+            num_src[bt] = _words_close(dst[r0:r1], mapping, scratch, nt, ne, src_b, out)
