@@ -27,11 +27,24 @@ from sim.clock import LATE, NORMAL, SimClock
 MEMO_LIMIT = 100_000  # memoised components kept before the memo starts afresh
 
 
-class Flow:
-    __slots__ = ("links", "remaining", "rate", "updated", "version", "on_done")
+class _Path:
+    """A link list's distinct links (as dict keys) and their flow sets, found once per list."""
 
-    def __init__(self, links: tuple[int, ...], nbytes: float, now: float, on_done: Callable[[], None]):
+    __slots__ = ("marks", "sets")
+
+    def __init__(self, links: tuple[int, ...], flows_on: list[dict[Flow, None]]) -> None:
+        self.marks = dict.fromkeys(links)
+        self.sets = [flows_on[lid] for lid in self.marks]
+
+
+class Flow:
+    __slots__ = ("links", "path", "remaining", "rate", "updated", "version", "on_done")
+
+    def __init__(
+        self, links: tuple[int, ...], path: _Path, nbytes: float, now: float, on_done: Callable[[], None]
+    ):
         self.links = links
+        self.path = path
         self.remaining = float(nbytes)
         self.rate = 0.0
         self.updated = now
@@ -52,10 +65,15 @@ class FlowNetwork:
         self._rebalance_pending = False
         self.rebalances = 0
         self._memo: dict[tuple[tuple[int, ...], ...], tuple[float, ...]] = {}
+        self._paths: dict[tuple[int, ...], _Path] = {}
+        self._last: Flow | None = None  # the flow started last
 
     def start(self, links: tuple[int, ...], nbytes: float, on_done: Callable[[], None]) -> Flow:
         """Start moving ``nbytes`` over ``links`` (non-empty); ``on_done()`` runs when the last byte is through."""
-        flow = Flow(links, nbytes, self.clock._now, on_done)
+        path = self._paths.get(links)
+        if path is None:
+            path = self._paths[links] = _Path(links, self.flows_on)
+        flow = self._last = Flow(links, path, nbytes, self.clock._now, on_done)
         flows_on = self.flows_on
         dirty = self._dirty
         for lid in links:
@@ -90,6 +108,14 @@ class FlowNetwork:
         comp_flows: dict[Flow, None] = {}
         self._dirty = {}
         frontier = list(comp_links)
+        last = self._last
+        if last is not None and comp_links.keys() == last.path.marks.keys():
+            # The common case of a flow that just started alone (a collective step, say):
+            # the dirty links are its links, and it is the only flow on each of them.
+            sets = last.path.sets
+            if last in sets[0] and max(map(len, sets)) == 1:
+                comp_flows[last] = None
+                frontier = []
         while frontier:
             grown = []
             for lid in frontier:
