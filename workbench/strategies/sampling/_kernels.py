@@ -357,44 +357,82 @@ def _popcount(typingctx, x):  # type: ignore[no-untyped-def]
 def word_scratch_size(num_nodes: int) -> int:
     """Words of :func:`_relabel_words`' scratch for a graph of ``num_nodes`` vertices.
 
-    Four quarters of one word per 64 vertices (``seen``, ``isdst``, ``first``,
-    ``touched``) and one spare word: ``touched`` takes one unconditional write past
-    its last kept entry.
+    Six parts of one word per 64 vertices (``seen``, ``isdst``, ``first``, ``dfirst``,
+    ``touched``, ``dtouched``) and a spare word for each touched list, which takes one
+    unconditional write past its last kept entry.
     """
-    return 4 * ((num_nodes + 63) // 64) + 1
+    return 6 * ((num_nodes + 63) // 64) + 2
+
+
+@njit(inline="always")
+def _word_views(scratch: np.ndarray):  # type: ignore[no-untyped-def]
+    """(seen, isdst, first, dfirst, touched, dtouched) in a :func:`word_scratch_size` array."""
+    nw = (scratch.shape[0] - 2) // 6
+    return (
+        scratch[:nw],
+        scratch[nw : 2 * nw],
+        scratch[2 * nw : 3 * nw],
+        scratch[3 * nw : 4 * nw],
+        scratch[4 * nw : 5 * nw + 1],
+        scratch[5 * nw + 1 :],
+    )
+
+
+@njit(inline="always")
+def _below(x: np.uint64, u: int) -> int:
+    """Set bits of word ``x`` below vertex ``u``'s bit."""
+    return _popcount(x & ((np.uint64(1) << np.uint64(u & 63)) - np.uint64(1)))
 
 
 @njit(inline="always")
 def _words_open(
-    dst: np.ndarray, counts: np.ndarray, mapping: np.ndarray, isdst: np.ndarray, src_out: np.ndarray,
+    dst: np.ndarray, counts: np.ndarray, scratch: np.ndarray, perm: np.ndarray, src_out: np.ndarray,
     edge_dst_out: np.ndarray,
-) -> int:  # fmt: skip
-    """Start of :func:`_relabel_words`: destinations first, ``edge_dst``; returns the edge count."""
-    one = np.uint64(1)
+) -> tuple[int, int]:  # fmt: skip
+    """Start of :func:`_relabel_words`: the destinations' bit set and ids, ``edge_dst``.
+
+    A destination ``v``'s local id is ``perm[dfirst[v >> 6] + (bits of isdst below v)]``,
+    all in cache. Returns (edge count, destination words touched).
+    """
+    seen, isdst, first, dfirst, touched, dtouched = _word_views(scratch)
     nd = dst.shape[0]
+    ndt = 0
     for i in range(nd):
         v = dst[i]
-        mapping[v] = i
-        isdst[v >> 6] |= one << np.uint64(v & 63)
+        w = v >> 6
+        x = isdst[w]
+        dtouched[ndt] = w
+        ndt += x == 0
+        isdst[w] = x | (np.uint64(1) << np.uint64(v & 63))
         src_out[i] = v
+    run = 0
+    for j in range(ndt):
+        w = dtouched[j]
+        dfirst[w] = run
+        run += _popcount(isdst[w])
+    for i in range(nd):
+        v = dst[i]
+        w = v >> 6
+        perm[np.int64(dfirst[w]) + _below(isdst[w], v)] = i
     ne = 0
     for i in range(nd):
         for _ in range(counts[i]):
             edge_dst_out[ne] = i
             ne += 1
-    return ne
+    return ne, ndt
 
 
 @njit(inline="always")
 def _words_mark(
-    u: int, e: int, mapping: np.ndarray, seen: np.ndarray, isdst: np.ndarray, touched: np.ndarray, nt: int,
-    edge_src_out: np.ndarray,
+    u: int, e: int, seen: np.ndarray, isdst: np.ndarray, dfirst: np.ndarray, perm: np.ndarray,
+    touched: np.ndarray, nt: int, edge_src_out: np.ndarray,
 ) -> int:  # fmt: skip
     """Drawn vertex ``u`` of edge ``e``: a destination's local id (negative-marked) or its bit in ``seen``."""
     w = u >> 6
     bit = np.uint64(1) << np.uint64(u & 63)
-    if isdst[w] & bit:
-        edge_src_out[e] = -1 - mapping[u]  # a destination: final id, marked negative
+    x = isdst[w]
+    if x & bit:
+        edge_src_out[e] = -1 - perm[np.int64(dfirst[w]) + _below(x, u)]  # final id, marked negative
         return nt
     edge_src_out[e] = u
     x = seen[w]
@@ -405,17 +443,11 @@ def _words_mark(
 
 @njit(inline="always")
 def _words_close(
-    dst: np.ndarray, mapping: np.ndarray, scratch: np.ndarray, nt: int, ne: int, src_out: np.ndarray,
-    edge_src_out: np.ndarray,
-) -> int:  # fmt: skip
+    nd: int, scratch: np.ndarray, nt: int, ndt: int, ne: int, src_out: np.ndarray, edge_src_out: np.ndarray
+) -> int:
     """End of :func:`_relabel_words`: number the touched words, local ids, restore the scratch."""
-    nw = scratch.shape[0] // 4
-    seen = scratch[:nw]
-    isdst = scratch[nw : 2 * nw]
-    first = scratch[2 * nw : 3 * nw]
-    touched = scratch[3 * nw :]
+    seen, isdst, first, dfirst, touched, dtouched = _word_views(scratch)
     one = np.uint64(1)
-    nd = dst.shape[0]
     ns = nd
     for j in range(nt):
         w = touched[j]
@@ -430,14 +462,12 @@ def _words_close(
         u = edge_src_out[e]
         v = u if u >= 0 else 0
         w = v >> 6
-        rank = np.int64(first[w]) + _popcount(seen[w] & ((one << np.uint64(v & 63)) - one))
+        rank = np.int64(first[w]) + _below(seen[w], v)
         edge_src_out[e] = rank if u >= 0 else -1 - u
     for j in range(nt):
         seen[touched[j]] = 0
-    for i in range(nd):
-        v = dst[i]
-        isdst[v >> 6] = 0
-        mapping[v] = -1
+    for j in range(ndt):
+        isdst[dtouched[j]] = 0
     return ns
 
 
@@ -446,7 +476,6 @@ def _relabel_words(
     dst: np.ndarray,
     counts: np.ndarray,
     picked: np.ndarray,
-    mapping: np.ndarray,
     scratch: np.ndarray,
     src_out: np.ndarray,
     edge_src_out: np.ndarray,
@@ -454,25 +483,24 @@ def _relabel_words(
 ) -> int:
     """:func:`_relabel_one` through vertex bit sets that stay in cache (``picked`` may be ``edge_src_out``).
 
-    Destinations come first (local ids ``0..nd-1``, through ``mapping``); each other
-    drawn vertex sets its bit in ``seen`` (one bit per graph vertex: 150 KB on
-    products-like, where ``mapping`` is 5 MB). The words of ``seen`` that got bits are
-    then numbered in order of first touch, a vertex's local id being its word's first
-    id plus the bits below it in the word. Sources are thus grouped by word of 64
-    vertex ids (not in order of first appearance); each appears once and the
-    destinations stay first. ``scratch`` (:func:`word_scratch_size` words; its first
-    two quarters, ``seen`` and ``isdst``, all zero) and ``mapping`` (all -1) are
-    restored before returning.
+    Destinations come first (local ids ``0..nd-1``): their bits in ``isdst`` and, per
+    word, the rank of its first one in a small permutation to their positions. Each
+    other drawn vertex sets its bit in ``seen`` (one bit per graph vertex: 150 KB on
+    products-like, where a vertex-indexed map of ids is 5 MB and misses the cache). The
+    words of ``seen`` that got bits are then numbered in order of first touch, a
+    vertex's local id being its word's first id plus the bits below it in the word.
+    Sources are thus grouped by word of 64 vertex ids (not in order of first
+    appearance); each appears once and the destinations stay first. ``scratch``
+    (:func:`word_scratch_size` words; ``seen`` and ``isdst`` all zero) is restored
+    before returning.
     """
-    nw = scratch.shape[0] // 4
-    seen = scratch[:nw]
-    isdst = scratch[nw : 2 * nw]
-    touched = scratch[3 * nw :]
-    ne = _words_open(dst, counts, mapping, isdst, src_out, edge_dst_out)
+    seen, isdst, first, dfirst, touched, dtouched = _word_views(scratch)
+    perm = np.empty(dst.shape[0], dtype=np.int64)
+    ne, ndt = _words_open(dst, counts, scratch, perm, src_out, edge_dst_out)
     nt = 0
     for e in range(ne):
-        nt = _words_mark(picked[e], e, mapping, seen, isdst, touched, nt, edge_src_out)
-    return _words_close(dst, mapping, scratch, nt, ne, src_out, edge_src_out)
+        nt = _words_mark(picked[e], e, seen, isdst, dfirst, perm, touched, nt, edge_src_out)
+    return _words_close(dst.shape[0], scratch, nt, ndt, ne, src_out, edge_src_out)
 
 
 @njit(cache=True)
@@ -673,7 +701,6 @@ def uniform_its_relabel_batches(
     edge_dst: np.ndarray,
     src: np.ndarray,
     num_src: np.ndarray,
-    mappings: np.ndarray,
     words: np.ndarray,
 ) -> None:
     """:func:`its_relabel_batches` for uniform rows (the fused back end), in three passes per batch.
@@ -684,20 +711,22 @@ def uniform_its_relabel_batches(
     :func:`its_sample_rows`), (2b) one gather of the drawn column ids, each row's
     cache lines prefetched a few rows ahead, each id marked in the relabelling's bit
     sets as it arrives, (3) local ids (:func:`_relabel_words`, in the same steps;
-    ``words``: one scratch row per row of ``mappings``).
+    ``words``: one scratch row per thread, batches split into one contiguous chunk per row).
     Layout of the outputs as in :func:`its_relabel_batches`.
     """
     nb = row_ptr.shape[0] - 1
-    chunks = mappings.shape[0]
+    chunks = words.shape[0]
     for c in prange(chunks):
         bits = np.zeros(64, dtype=np.uint64)
-        mapping = mappings[c]
         scratch = words[c]
-        nw = scratch.shape[0] // 4
-        seen = scratch[:nw]
-        isdst = scratch[nw : 2 * nw]
-        touched = scratch[3 * nw :]
-        for bt in range((nb * c) // chunks, (nb * (c + 1)) // chunks):
+        seen, isdst, first, dfirst, touched, dtouched = _word_views(scratch)
+        lo = (nb * c) // chunks
+        hi = (nb * (c + 1)) // chunks
+        most = 0
+        for bt in range(lo, hi):
+            most = max(most, row_ptr[bt + 1] - row_ptr[bt])
+        perm = np.empty(most, dtype=np.int64)
+        for bt in range(lo, hi):
             r0 = row_ptr[bt]
             r1 = row_ptr[bt + 1]
             e0 = offsets[r0]
@@ -707,7 +736,7 @@ def uniform_its_relabel_batches(
                 _uniform_positions(i, deg[i], counts[i], seed, edge_src, offsets[i], bits)
             s0 = r0 + e0
             src_b = src[s0 : s0 + (r1 - r0) + (e1 - e0)]
-            ne = _words_open(dst[r0:r1], counts[r0:r1], mapping, isdst, src_b, edge_dst[e0:e1])
+            ne, ndt = _words_open(dst[r0:r1], counts[r0:r1], scratch, perm, src_b, edge_dst[e0:e1])
             # Gather the drawn column ids (their cache lines requested _AHEAD rows early) and mark them.
             nt = 0
             for i in range(r0, r1):
@@ -718,5 +747,7 @@ def uniform_its_relabel_batches(
                         _prefetch(cols, bj + edge_src[e])
                 b = begin[i]
                 for e in range(offsets[i], offsets[i + 1]):
-                    nt = _words_mark(cols[b + edge_src[e]], e - e0, mapping, seen, isdst, touched, nt, out)
-            num_src[bt] = _words_close(dst[r0:r1], mapping, scratch, nt, ne, src_b, out)
+                    nt = _words_mark(
+                        cols[b + edge_src[e]], e - e0, seen, isdst, dfirst, perm, touched, nt, out
+                    )
+            num_src[bt] = _words_close(r1 - r0, scratch, nt, ndt, ne, src_b, out)

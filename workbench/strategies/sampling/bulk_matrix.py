@@ -387,8 +387,7 @@ class BulkMatrixSampler(Sampler):
         if values.shape[0] == 0:
             with self._words.mappings(graph.num_nodes, mappings.shape[0]) as words:
                 _kernels.uniform_its_relabel_batches(
-                    row_ptr, dst, begin, deg, cols, counts, offsets, seed, edge_src, edge_dst, src, num_src,
-                    mappings, words,
+                    row_ptr, dst, begin, deg, cols, counts, offsets, seed, edge_src, edge_dst, src, num_src, words,
                 )  # fmt: skip
             del begin, deg
         else:
