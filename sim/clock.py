@@ -57,13 +57,20 @@ class SimClock(simpy.Environment):
             exc.__cause__ = event._value
             raise exc
 
-    def run_all(self) -> float:
-        """Run until the queue is empty; return the time of the last entry (the fast loop)."""
+    def run_all(self, on_int: Callable[[int], Any] | None = None) -> float:
+        """Run until the queue is empty; return the time of the last entry (the fast loop).
+
+        An entry whose item is an ``int`` (queued by the caller itself, with ``heappush``
+        on ``_queue`` or :meth:`call_at`) is handed to ``on_int``: a caller with one
+        frequent kind of event saves building a callable per entry.
+        """
         queue = self._queue
         is_event = simpy.Event
         while queue:
             self._now, _, _, item = heappop(queue)
-            if isinstance(item, is_event):
+            if item.__class__ is int:
+                on_int(item)  # type: ignore[misc]
+            elif isinstance(item, is_event):
                 self._fire_event(item)
             else:
                 item()

@@ -195,7 +195,7 @@ class _Run:
                     self._compute_request(i)
                 else:
                     launch()
-        self.clock.run_all()
+        self.clock.run_all(self._compute_end)
         if len(self.order) != len(self.tasks):  # cannot happen after validate(); a guard against engine bugs
             raise RuntimeError(
                 f"simulation stalled with {len(self.tasks) - len(self.order)} tasks unfinished"
@@ -259,7 +259,8 @@ class _Run:
                 seconds = 0.0
         clock = self.clock
         now = self.starts[i] = clock._now
-        heappush(clock._queue, (now + seconds, NORMAL, next(clock._eid), partial(self._compute_end, i)))
+        # The end is queued as the bare task index: run_all hands it to _compute_end.
+        heappush(clock._queue, (now + seconds, NORMAL, next(clock._eid), i))
 
     def _compute(self, i: int) -> None:
         seconds = self.seconds[i]
@@ -269,7 +270,7 @@ class _Run:
             if not seconds >= 0.0:
                 seconds = 0.0
         now = self.starts[i] = self.clock._now
-        self.clock.call_at(now + seconds, partial(self._compute_end, i))
+        self.clock.call_at(now + seconds, i)  # type: ignore[arg-type]
 
     def _compute_end(self, i: int) -> None:
         now = self.clock._now
@@ -284,7 +285,20 @@ class _Run:
                 engine.waiting.popleft()()
         else:
             engine.release()
-        self._done(i, now)
+        # _done, inlined: most tasks are computes
+        self.ends[i] = now
+        self.order.append(i)
+        waiting = self.waiting
+        launchers = self.launchers
+        first = self.first_user
+        for u in self.users[first[i] : first[i + 1]]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                launch = launchers[u]
+                if launch is None:
+                    self._compute_request(u)
+                else:
+                    launch()
 
     # ---- transfers -------------------------------------------------------------
     def _prepare_transfer(self, i: int, t: Task, where: str) -> Callable[[], None]:
