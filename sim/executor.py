@@ -140,7 +140,8 @@ class _Run:
         self.engines = MachineEngines(self.cluster)
         tasks = self.tasks = plan.tasks
         n = len(tasks)
-        index = dict(zip(map(attrgetter("id"), tasks), range(n), strict=True))
+        self.ids = list(map(attrgetter("id"), tasks))
+        index = dict(zip(self.ids, range(n), strict=True))
         deps = list(map(attrgetter("deps"), tasks))
         counts = list(map(len, deps))
         for i in [i for i, c in enumerate(counts) if c > 1]:
@@ -159,7 +160,7 @@ class _Run:
         self.starts = [0.0] * n
         self.ends = [0.0] * n
         self.order: list[int] = []
-        kinds = list(map(attrgetter("kind"), tasks))
+        kinds = self.kinds = list(map(attrgetter("kind"), tasks))
         compute_engines = self.engines.compute
         self.compute_engine: list[Engine | None] = [
             compute_engines[d] if k == "compute" else None  # type: ignore[index]
@@ -170,6 +171,7 @@ class _Run:
         ]
         self.engine_kinds: list[str] = [e.kind if e is not None else "" for e in self.compute_engine]
         self.step_cache: dict[tuple[str, tuple[str, ...], int], list[Step]] = {}
+        self.transfer_cache: dict[tuple[str, str], tuple] = {}
         # Per task, what launching it means, prepared up front so that routing errors
         # surface before the run and the event callbacks stay small. A compute task on
         # a plain engine has none: _done calls _compute_request for it directly.
@@ -207,7 +209,14 @@ class _Run:
         }
         if self.recorder is not None:
             self.recorder.add_run(
-                self.tasks, self.order, self.starts, self.ends, self.devices, self.engine_kinds
+                self.tasks,
+                self.order,
+                self.starts,
+                self.ends,
+                self.devices,
+                self.engine_kinds,
+                ids=self.ids,
+                kinds=self.kinds,
             )
         return max(self.ends, default=0.0)
 
@@ -303,6 +312,21 @@ class _Run:
     # ---- transfers -------------------------------------------------------------
     def _prepare_transfer(self, i: int, t: Task, where: str) -> Callable[[], None]:
         src, dst = t.src or "", t.dst or ""
+        info = self.transfer_cache.get((src, dst))
+        if info is None:
+            info = self.transfer_cache[(src, dst)] = self._transfer_info(src, dst, where)
+        route, engines, label, device = info
+        self.devices[i] = device
+        self.engine_kinds[i] = label
+        start = partial(self._transfer_start, i, info)
+        if not engines:
+            return start
+        if len(engines) == 1:
+            return partial(engines[0].request, start)
+        return partial(engines[0].request, partial(engines[1].request, start))
+
+    def _transfer_info(self, src: str, dst: str, where: str) -> tuple:
+        """(route, engines in name order, trace engine label, trace device) of a copy from src to dst."""
         route = self.topo.route_or_raise(src, dst, where)
         src_gpu = ".gpu" in src
         dst_gpu = ".gpu" in dst
@@ -324,15 +348,7 @@ class _Run:
         else:
             label = "cpu"  # a host-to-host copy within one machine (memcpy)
         device = dst if dst_gpu else src
-        self.devices[i] = device
-        self.engine_kinds[i] = label
-        info = (route, tuple(engines), label, device)
-        start = partial(self._transfer_start, i, info)
-        if not engines:
-            return start
-        if len(engines) == 1:
-            return partial(engines[0].request, start)
-        return partial(engines[0].request, partial(engines[1].request, start))
+        return (route, tuple(engines), label, device)
 
     def _transfer_start(self, i: int, info: tuple) -> None:
         route = info[0]

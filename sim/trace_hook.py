@@ -22,7 +22,7 @@ from workbench.trace import make_trace
 class _RunRows:
     """One run's rows in bulk: ``order`` (task indices as they ended) and per-task arrays."""
 
-    __slots__ = ("tasks", "order", "starts", "ends", "devices", "engines")
+    __slots__ = ("tasks", "order", "starts", "ends", "devices", "engines", "ids", "kinds")
 
     def __init__(
         self,
@@ -32,8 +32,12 @@ class _RunRows:
         ends: list[float],
         devices: list[str | None],
         engines: list[str],
+        ids: list[str] | None = None,
+        kinds: list[str] | None = None,
     ) -> None:
         self.tasks = tasks
+        self.ids = ids if ids is not None else list(map(attrgetter("id"), tasks))
+        self.kinds = kinds if kinds is not None else list(map(attrgetter("kind"), tasks))
         self.order = order
         self.starts = starts
         self.ends = ends
@@ -70,15 +74,18 @@ class TraceRecorder:
         ends: list[float],
         devices: list[str | None],
         engines: list[str],
+        ids: list[str] | None = None,
+        kinds: list[str] | None = None,
     ) -> None:
         """Record a run's rows at once, as if ``on_task_end`` had been called for each.
 
         ``order``: indices into ``tasks`` in the order they ended. Per task index:
         ``starts``, ``ends``, ``devices`` (the row's device, ``None`` for a collective,
         whose rows are one per device of ``task.devices`` with worker = rank) and
-        ``engines``. A non-collective row's worker is ``task.worker``.
+        ``engines``. A non-collective row's worker is ``task.worker``. ``ids`` and ``kinds``,
+        the tasks' ids and kinds when the caller has them already.
         """
-        self._parts.append(_RunRows(tasks, order, starts, ends, devices, engines))
+        self._parts.append(_RunRows(tasks, order, starts, ends, devices, engines, ids, kinds))
         self.rows = []
         self._parts.append(self.rows)
 
@@ -123,7 +130,7 @@ class TraceRecorder:
         n_tasks = len(tasks)
         order = np.array(part.order, dtype=np.int64)
         # Per task: codes and values, computed once; rows pick them by task index.
-        kind_uniques, kind_codes = _codes(list(map(attrgetter("kind"), tasks)))
+        kind_uniques, kind_codes = _codes(part.kinds)
         dev_uniques, dev_codes = _codes(part.devices)
         eng_uniques, eng_codes = _codes(part.engines)
         workers = np.fromiter(map(attrgetter("worker"), tasks), dtype=np.int64, count=n_tasks)
@@ -160,7 +167,7 @@ class TraceRecorder:
         nbytes = np.fromiter(map(attrgetter("bytes"), tasks), dtype=np.int64, count=n_tasks)
         if "compute" in kind_uniques:
             nbytes[kind_codes == kind_uniques.index("compute")] = 0  # compute moves no bytes
-        ids = pa.array(list(map(attrgetter("id"), tasks)), type=pa.large_string())
+        ids = pa.array(part.ids, type=pa.large_string())
         return pd.DataFrame(
             {
                 "run_id": _repeated([self.run_id], np.zeros(n, dtype=np.int32)),
