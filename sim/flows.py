@@ -30,11 +30,12 @@ MEMO_LIMIT = 100_000  # memoised components kept before the memo starts afresh
 class _Path:
     """A link list's distinct links (as dict keys) and their flow sets, found once per list."""
 
-    __slots__ = ("marks", "sets")
+    __slots__ = ("marks", "sets", "pairs")
 
     def __init__(self, links: tuple[int, ...], flows_on: list[dict[Flow, None]]) -> None:
         self.marks = dict.fromkeys(links)
         self.sets = [flows_on[lid] for lid in self.marks]
+        self.pairs = list(zip(self.marks, self.sets, strict=True))
 
 
 class Flow:
@@ -74,11 +75,9 @@ class FlowNetwork:
         if path is None:
             path = self._paths[links] = _Path(links, self.flows_on)
         flow = self._last = Flow(links, path, nbytes, self.clock._now, on_done)
-        flows_on = self.flows_on
-        dirty = self._dirty
-        for lid in links:
-            flows_on[lid][flow] = None
-            dirty[lid] = None
+        for on_link in path.sets:
+            on_link[flow] = None
+        self._dirty.update(path.marks)
         if not self._rebalance_pending:
             self._rebalance_pending = True
             self.clock.call_later(0.0, self._rebalance, LATE)
@@ -87,11 +86,9 @@ class FlowNetwork:
     def _finish(self, flow: Flow, version: int) -> None:
         if flow.version != version:
             return  # a stale completion: the rate changed after it was scheduled
-        flows_on = self.flows_on
         dirty = self._dirty
-        for lid in flow.links:
-            on_link = flows_on[lid]
-            on_link.pop(flow, None)  # a lockstep flow may list a link more than once
+        for lid, on_link in flow.path.pairs:  # each link once, in order of first listing
+            del on_link[flow]
             if on_link:  # a link left idle has nobody to speed up
                 dirty[lid] = None
         if dirty and not self._rebalance_pending:
