@@ -85,6 +85,46 @@ def test_bulk_trace_equals_the_per_row_hook(neugraph, jitter):
     )
 
 
+def test_engine_subclasses_take_the_general_path(neugraph, monkeypatch):
+    """Engines that override the FIFO hook are asked through request/release, with the same result here."""
+    import sim.executor
+    from sim.resources import Engine, MachineEngines
+
+    class Counting(Engine):
+        __slots__ = ()
+        asked = 0
+
+        def _can_grant(self) -> bool:
+            Counting.asked += 1
+            return super()._can_grant()
+
+    class Engines(MachineEngines):
+        def __init__(self, cluster):
+            super().__init__(cluster)
+            self.compute = {k: Counting(e.name, e.kind, e.slots) for k, e in self.compute.items()}
+
+    plan = busy_plan(neugraph.gpu_nodes(), 3)
+    plain = simulate(plan, neugraph, seed=3, jitter=0.1)
+    monkeypatch.setattr(sim.executor, "MachineEngines", Engines)
+    hooked = simulate(plan, neugraph, seed=3, jitter=0.1)
+    assert Counting.asked > 0
+    pd.testing.assert_frame_equal(plain.trace, hooked.trace, check_exact=True)
+
+
+def test_a_recorder_keeps_the_rows_of_several_runs(neugraph):
+    from sim import PlanExecutor, TraceRecorder
+
+    plan = busy_plan(neugraph.gpu_nodes(), 2)
+    one = simulate(plan, neugraph, run_id="r").trace
+    recorder = TraceRecorder("r")
+    executor = PlanExecutor(neugraph)
+    executor.run(plan, recorder)
+    executor.run(plan, recorder)
+    assert len(recorder) == 2 * len(one)
+    both = recorder.to_frame()
+    pd.testing.assert_frame_equal(both, pd.concat([one, one], ignore_index=True), check_exact=True)
+
+
 def test_cost_model_seconds_many_is_seconds_per_task(neugraph):
     tasks = [t for t in busy_plan(neugraph.gpu_nodes(), 2).tasks if t.kind == "compute"]
     tasks.append(Task("x", "compute", device="m0.gpu3", features={"seconds": 2, "flops": 1}))
