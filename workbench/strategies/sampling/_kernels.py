@@ -632,10 +632,12 @@ def _uniform_positions(
 ) -> None:
     """ITS of ``need`` distinct positions of a uniform row of ``d`` entries into ``out[o:o+need]``.
 
-    The same draws as the uniform branch of :func:`_its_row` (``floor(u * d)``, a
-    repeat drawn again), with the "already drawn?" test on a bit set instead of a scan
-    of the row's earlier draws: one 64-bit mask when ``d <= 64``, else ``bits``
-    (all zero on entry and on return) while ``d`` fits in it.
+    The draws of the uniform branch of :func:`_its_row` (``floor(u * d)``, a repeat
+    drawn again), with the "already drawn?" test on a bit set instead of a scan of the
+    row's earlier draws: one 64-bit mask when ``d <= 64``, else ``bits`` (all zero on
+    entry and on return) while ``d`` fits in it. When ``d <= 64`` and fewer than
+    ``need`` entries are left out, the draws pick those instead (same distribution:
+    the complement of a uniform subset is uniform).
     """
     if need == d:
         for j in range(d):
@@ -645,8 +647,13 @@ def _uniform_positions(
     c = 0
     one = np.uint64(1)
     if d <= 64:
+        # Draw the entries to keep, or, when fewer, the entries to leave out: the complement
+        # of a uniform (d - need)-subset is a uniform need-subset (d = 16, need = 15: one
+        # draw instead of 38 on average).
+        drop = d - need < need
+        want = d - need if drop else need
         mask = np.uint64(0)
-        while c < need:
+        while c < want:
             t = int(_uniform(seed, i, draw) * d)
             draw += 1
             if t >= d:
@@ -654,8 +661,15 @@ def _uniform_positions(
             bit = one << np.uint64(t)
             if not (mask & bit):
                 mask |= bit
-                out[o + c] = t
+                if not drop:
+                    out[o + c] = t
                 c += 1
+        if drop:
+            c = 0
+            for j in range(d):
+                if not (mask & (one << np.uint64(j))):
+                    out[o + c] = j
+                    c += 1
         return
     if d <= bits.shape[0] * 64:
         while c < need:
@@ -707,8 +721,8 @@ def uniform_its_relabel_batches(
 
     Stacked row ``i`` is ``cols[begin[i]:begin[i] + deg[i]]`` (from :func:`row_extents`).
     Per batch: (2a) ITS positions of every row (arithmetic only: ``floor(u * d)``,
-    repeats drawn again; the same random stream and the same draws as
-    :func:`its_sample_rows`), (2b) one gather of the drawn column ids, each row's
+    repeats drawn again, from the random stream of :func:`its_sample_rows`; see
+    :func:`_uniform_positions`), (2b) one gather of the drawn column ids, each row's
     cache lines prefetched a few rows ahead, each id marked in the relabelling's bit
     sets as it arrives, (3) local ids (:func:`_relabel_words`, in the same steps;
     ``words``: one scratch row per thread, batches split into one contiguous chunk per row).
