@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from heapq import heappush
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter
 
 import numpy as np
@@ -102,10 +102,10 @@ class PlanExecutor:
         """
         with paused_gc():
             t0 = time.perf_counter()
-            plan.validate(self.cluster.memory_nodes())
+            _, index = plan.validate_indexed(self.cluster.memory_nodes())
             self.memory = check_memory(plan, self.cluster)
             t1 = time.perf_counter()
-            run = _Run(self, plan, on_task_end)
+            run = _Run(self, plan, on_task_end, index)
             try:
                 makespan = run.execute()
             finally:
@@ -126,7 +126,9 @@ class _Run:
     (jitter, when asked for, is still drawn as each compute task starts).
     """
 
-    def __init__(self, executor: PlanExecutor, plan: Plan, hook: TaskEndHook) -> None:
+    def __init__(
+        self, executor: PlanExecutor, plan: Plan, hook: TaskEndHook, index: dict[str, int] | None = None
+    ) -> None:
         self.cluster = executor.cluster
         self.topo = executor.topology
         self.cost = executor.cost_model
@@ -141,7 +143,8 @@ class _Run:
         tasks = self.tasks = plan.tasks
         n = len(tasks)
         self.ids = list(map(attrgetter("id"), tasks))
-        index = dict(zip(self.ids, range(n), strict=True))
+        if index is None:  # the task positions by id, unless validation found them already
+            index = dict(zip(self.ids, range(n), strict=True))
         deps = list(map(attrgetter("deps"), tasks))
         counts = list(map(len, deps))
         for i in [i for i, c in enumerate(counts) if c > 1]:
@@ -162,25 +165,27 @@ class _Run:
         self.order: list[int] = []
         kinds = self.kinds = list(map(attrgetter("kind"), tasks))
         compute_engines = self.engines.compute
-        self.compute_engine: list[Engine | None] = [
-            compute_engines[d] if k == "compute" else None  # type: ignore[index]
-            for k, d in zip(kinds, map(attrgetter("device"), tasks), strict=True)
-        ]
-        self.devices: list[str | None] = [
-            t.device if e is not None else None for e, t in zip(self.compute_engine, tasks, strict=True)
-        ]
-        self.engine_kinds: list[str] = [e.kind if e is not None else "" for e in self.compute_engine]
+        # Per task (compute tasks only read theirs; others are set by _prepare).
+        devices = list(map(attrgetter("device"), tasks))
+        self.compute_engine: list[Engine | None] = list(map(compute_engines.get, devices))
+        self.devices: list[str | None] = devices
+        engine_kind = {node: e.kind for node, e in compute_engines.items()}
+        self.engine_kinds: list[str] = list(map(engine_kind.get, devices, repeat("")))
         self.step_cache: dict[tuple[str, tuple[str, ...], int], list[Step]] = {}
         self.transfer_cache: dict[tuple[str, str], tuple] = {}
         # Per task, what launching it means, prepared up front so that routing errors
         # surface before the run and the event callbacks stay small. A compute task on
         # a plain engine has none: _done calls _compute_request for it directly.
         plain = all(type(e) is Engine for e in compute_engines.values())
-        self.launchers: list[Callable[[], None] | None] = [None] * n
+        launchers: list[Callable[[], None] | None] = [None] * n
+        self.launchers = launchers
+        compute: list[int] = []
         for i, k in enumerate(kinds):
-            if k != "compute" or not plain:
-                self.launchers[i] = self._prepare(i, tasks[i])
-        compute = [i for i, k in enumerate(kinds) if k == "compute"]
+            if k == "compute":
+                compute.append(i)
+                if plain:
+                    continue
+            launchers[i] = self._prepare(i, tasks[i])
         seconds = self.cost.seconds_many([tasks[i] for i in compute], self.cluster)
         if self.rng is None:  # with jitter, the factor is drawn first and the product clamped
             seconds[~(seconds >= 0.0)] = 0.0
@@ -244,7 +249,8 @@ class _Run:
         where = f"plan task {t.id!r}"
         if kind == "transfer":
             return self._prepare_transfer(i, t, where)
-        self.engine_kinds[i] = "collective"  # and device None: a row per device
+        self.engine_kinds[i] = "collective"
+        self.devices[i] = None  # a row per device of the collective
         key = (t.op or "", tuple(t.devices), t.bytes)
         steps = self.step_cache.get(key)
         if steps is None:

@@ -171,13 +171,17 @@ class Plan:
         negative byte counts, dependencies on unknown tasks, cycles, and (when
         ``known_nodes`` is given) devices or memories the hardware does not have.
         """
+        return self.validate_indexed(known_nodes)[0]
+
+    def validate_indexed(self, known_nodes: Iterable[str] | None = None) -> tuple[list[Task], dict[str, int]]:
+        """:meth:`validate`, also returning each task id's position in ``tasks`` (found on the way)."""
         nodes = set(known_nodes) if known_nodes is not None else None
-        by_id: dict[str, Task] = {}
+        by_id: dict[str, int] = {}
         phases = _PHASE_SET
         numbers = (int, float)
         # Dependencies on tasks not (yet) seen, in plan order: checked once every id is known.
         forward: list[tuple[Task, str]] = []
-        for t in self.tasks:
+        for i, t in enumerate(self.tasks):
             # One pass, and the message prefix is built only on error: this loop runs once
             # per task of plans with hundreds of thousands of tasks.
             tid = t.id
@@ -188,7 +192,7 @@ class Plan:
             for d in t.deps:
                 if d not in by_id:
                     forward.append((t, d))
-            by_id[tid] = t
+            by_id[tid] = i
             kind = t.kind
             if kind not in TASK_KINDS:
                 raise PlanError(f"{self._where(t)}: unknown kind {kind!r}; allowed: {', '.join(TASK_KINDS)}")
@@ -243,8 +247,8 @@ class Plan:
             if d not in by_id:
                 raise PlanError(f"{self._where(t)} depends on unknown task {d!r}")
         if not forward:
-            return list(self.tasks)
-        return _topological_order(self.name, self.tasks, by_id)
+            return list(self.tasks), by_id
+        return _topological_order(self.name, self.tasks, by_id), by_id
 
     def _where(self, task: Task) -> str:
         return f"plan {self.name!r}: task {task.id!r}"
@@ -318,14 +322,13 @@ class Plan:
         return out
 
 
-def _topological_order(name: str, tasks: list[Task], by_id: dict[str, Task]) -> list[Task]:
+def _topological_order(name: str, tasks: list[Task], position: dict[str, int]) -> list[Task]:
     """Kahn's algorithm in plan order (stable, so execution is deterministic)."""
     indeg = {t.id: len(set(t.deps)) for t in tasks}
     users: dict[str, list[str]] = {t.id: [] for t in tasks}
     for t in tasks:
         for d in set(t.deps):
             users[d].append(t.id)
-    position = {t.id: i for i, t in enumerate(tasks)}
 
     ready = [position[t.id] for t in tasks if indeg[t.id] == 0]
     heapq.heapify(ready)
