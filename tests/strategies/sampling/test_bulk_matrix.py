@@ -89,3 +89,29 @@ def test_fused_relabel_restores_scratch_and_is_deterministic() -> None:
         sampler._words._cached is not None and not sampler._words._cached[:, : 2 * ((3000 + 63) // 64)].any()
     )
     assert sampler._scratch._cached is not None and np.all(sampler._scratch._cached == -1)
+
+
+def test_word_relabel_matches_the_vertex_map_relabel() -> None:
+    """The bit-set relabelling gives the same blocks as the vertex-map one, up to the order of new sources."""
+    from workbench.strategies.sampling import _kernels
+    from workbench.strategies.sampling._common import new_mapping, new_word_scratch
+
+    rng = np.random.default_rng(3)
+    for num_nodes, nd in [(130, 20), (200, 64), (64, 1), (5000, 300)]:
+        scratch = new_word_scratch(num_nodes, 1)[0]
+        mapping = new_mapping(num_nodes)
+        for _ in range(5):
+            dst = rng.choice(num_nodes, nd, replace=False).astype(np.int64)
+            counts = rng.integers(0, 6, nd).astype(np.int64)
+            picked = rng.integers(0, num_nodes, int(counts.sum())).astype(np.int64)
+            src = np.empty(nd + picked.shape[0], dtype=np.int64)
+            edge_src = np.empty(picked.shape[0], dtype=np.int64)
+            edge_dst = np.empty(picked.shape[0], dtype=np.int64)
+            ns = _kernels._relabel_words(dst, counts, picked.copy(), scratch, src, edge_src, edge_dst)
+            ref_src, _, ref_edge_dst = _kernels.relabel_block(dst, counts, picked, mapping)
+            assert ns == ref_src.shape[0]
+            assert np.array_equal(src[:nd], dst)
+            assert np.array_equal(np.sort(src[:ns]), np.sort(ref_src))
+            assert np.array_equal(src[:ns][edge_src], picked)
+            assert np.array_equal(edge_dst, ref_edge_dst)
+            assert not scratch[: 2 * ((num_nodes + 63) // 64)].any()
