@@ -30,9 +30,10 @@ MEMO_LIMIT = 100_000  # memoised components kept before the memo starts afresh
 class _Path:
     """A link list's distinct links (as dict keys) and their flow sets, found once per list."""
 
-    __slots__ = ("marks", "sets", "pairs")
+    __slots__ = ("marks", "sets", "pairs", "alone")
 
     def __init__(self, links: tuple[int, ...], flows_on: list[dict[Flow, None]]) -> None:
+        self.alone: float | None = None  # the max-min rate of one flow alone on these links
         self.marks = dict.fromkeys(links)
         self.sets = [flows_on[lid] for lid in self.marks]
         self.pairs = list(zip(self.marks, self.sets, strict=True))
@@ -104,15 +105,20 @@ class FlowNetwork:
         comp_links = self._dirty
         comp_flows: dict[Flow, None] = {}
         self._dirty = {}
-        frontier = list(comp_links)
         last = self._last
         if last is not None and comp_links.keys() == last.path.marks.keys():
             # The common case of a flow that just started alone (a collective step, say):
             # the dirty links are its links, and it is the only flow on each of them.
-            sets = last.path.sets
+            path = last.path
+            sets = path.sets
             if last in sets[0] and max(map(len, sets)) == 1:
-                comp_flows[last] = None
-                frontier = []
+                rate = path.alone
+                if rate is None:
+                    rate = path.alone = self._max_min([last])[0]
+                if rate != last.rate or not last.version:
+                    self._reschedule(last, rate)
+                return
+        frontier = list(comp_links)
         while frontier:
             grown = []
             for lid in frontier:
@@ -128,21 +134,26 @@ class FlowNetwork:
             return
         flows = list(comp_flows)
         rates = self._max_min(flows)
-        now = self.clock._now
-        queue = self.clock._queue
-        eid = self.clock._eid
-        finish = self._finish
+        reschedule = self._reschedule
         for f, rate in zip(flows, rates, strict=True):  # component order: deterministic rescheduling
-            if rate == f.rate and f.version:
-                continue  # unchanged: its scheduled completion stands
-            if f.version:
-                f.remaining -= f.rate * (now - f.updated)
-                if f.remaining < 0.0:
-                    f.remaining = 0.0
-            f.updated = now
-            f.rate = rate
-            f.version += 1
-            heappush(queue, (now + f.remaining / rate, NORMAL, next(eid), partial(finish, f, f.version)))
+            if rate != f.rate or not f.version:  # else unchanged: its scheduled completion stands
+                reschedule(f, rate)
+
+    def _reschedule(self, f: Flow, rate: float) -> None:
+        """Give ``f`` its new rate from now on and queue its completion at that rate."""
+        clock = self.clock
+        now = clock._now
+        if f.version:
+            f.remaining -= f.rate * (now - f.updated)
+            if f.remaining < 0.0:
+                f.remaining = 0.0
+        f.updated = now
+        f.rate = rate
+        f.version += 1
+        heappush(
+            clock._queue,
+            (now + f.remaining / rate, NORMAL, next(clock._eid), partial(self._finish, f, f.version)),
+        )
 
     def _max_min(self, flows: list[Flow]) -> tuple[float, ...]:
         """Max-min fair rates of ``flows`` (one connected component), in the same order.
