@@ -69,6 +69,8 @@ class FlowNetwork:
         self._memo: dict[tuple[tuple[int, ...], ...], tuple[float, ...]] = {}
         self._paths: dict[tuple[int, ...], _Path] = {}
         self._last: Flow | None = None  # the flow started last
+        self._last_alone = False  # it found its links empty
+        self._started = 0  # flows started since the last rebalance
 
     def start(self, links: tuple[int, ...], nbytes: float, on_done: Callable[[], None]) -> Flow:
         """Start moving ``nbytes`` over ``links`` (non-empty); ``on_done()`` runs when the last byte is through."""
@@ -76,6 +78,8 @@ class FlowNetwork:
         if path is None:
             path = self._paths[links] = _Path(links, self.flows_on)
         flow = self._last = Flow(links, path, nbytes, self.clock._now, on_done)
+        self._last_alone = not any(path.sets)
+        self._started += 1
         for on_link in path.sets:
             on_link[flow] = None
         self._dirty.update(path.marks)
@@ -106,18 +110,18 @@ class FlowNetwork:
         comp_flows: dict[Flow, None] = {}
         self._dirty = {}
         last = self._last
-        if last is not None and comp_links.keys() == last.path.marks.keys():
+        started = self._started
+        self._started = 0
+        if started == 1 and self._last_alone and comp_links.keys() == last.path.marks.keys():  # type: ignore[union-attr]
             # The common case of a flow that just started alone (a collective step, say):
-            # the dirty links are its links, and it is the only flow on each of them.
-            path = last.path
-            sets = path.sets
-            if last in sets[0] and max(map(len, sets)) == 1:
-                rate = path.alone
-                if rate is None:
-                    rate = path.alone = self._max_min([last])[0]
-                if rate != last.rate or not last.version:
-                    self._reschedule(last, rate)
-                return
+            # the only flow started since the last rebalance found its links empty (so
+            # it is the only flow on them now), and the dirty links are its links.
+            path = last.path  # type: ignore[union-attr]
+            rate = path.alone
+            if rate is None:
+                rate = path.alone = self._max_min([last])[0]  # type: ignore[list-item]
+            self._reschedule(last, rate)  # type: ignore[arg-type]
+            return
         frontier = list(comp_links)
         while frontier:
             grown = []
