@@ -52,7 +52,7 @@ from sim.resources import Engine, MachineEngines
 from sim.topology import Topology
 from sim.trace_hook import TraceRecorder
 from workbench.hardware.spec import ClusterSpec
-from workbench.plan import Plan, Task
+from workbench.plan import Plan, PlanColumns, Task
 
 TaskEndHook = Callable[[Task, int, str, str, float, float], None]
 
@@ -102,10 +102,10 @@ class PlanExecutor:
         """
         with paused_gc():
             t0 = time.perf_counter()
-            _, index = plan.validate_indexed(self.cluster.memory_nodes())
+            columns = plan.validate_columns(self.cluster.memory_nodes())
             self.memory = check_memory(plan, self.cluster)
             t1 = time.perf_counter()
-            run = _Run(self, plan, on_task_end, index)
+            run = _Run(self, plan, on_task_end, columns)
             try:
                 makespan = run.execute()
             finally:
@@ -127,7 +127,7 @@ class _Run:
     """
 
     def __init__(
-        self, executor: PlanExecutor, plan: Plan, hook: TaskEndHook, index: dict[str, int] | None = None
+        self, executor: PlanExecutor, plan: Plan, hook: TaskEndHook, columns: PlanColumns | None = None
     ) -> None:
         self.cluster = executor.cluster
         self.topo = executor.topology
@@ -142,10 +142,12 @@ class _Run:
         self.engines = MachineEngines(self.cluster)
         tasks = self.tasks = plan.tasks
         n = len(tasks)
-        self.ids = list(map(attrgetter("id"), tasks))
-        if index is None:  # the task positions by id, unless validation found them already
-            index = dict(zip(self.ids, range(n), strict=True))
-        deps = list(map(attrgetter("deps"), tasks))
+        if columns is None:  # what validation read, else read here
+            columns = _columns(tasks)
+        self.columns = columns
+        index = columns.position
+        self.ids = list(index)
+        deps = list(columns.deps)
         counts = list(map(len, deps))
         for i in [i for i, c in enumerate(counts) if c > 1]:
             if len(set(deps[i])) != counts[i]:  # a repeated dependency counts once
@@ -163,10 +165,10 @@ class _Run:
         self.starts = [0.0] * n
         self.ends = [0.0] * n
         self.order: list[int] = []
-        kinds = self.kinds = list(map(attrgetter("kind"), tasks))
+        kinds = self.kinds = columns.kinds
         compute_engines = self.engines.compute
         # Per task (compute tasks only read theirs; others are set by _prepare).
-        devices = list(map(attrgetter("device"), tasks))
+        devices = list(columns.devices)
         self.compute_engine: list[Engine | None] = list(map(compute_engines.get, devices))
         self.devices: list[str | None] = devices
         engine_kind = {node: e.kind for node, e in compute_engines.items()}
@@ -220,8 +222,15 @@ class _Run:
                 self.ends,
                 self.devices,
                 self.engine_kinds,
-                ids=self.ids,
-                kinds=self.kinds,
+                columns={
+                    "id": self.ids,
+                    "kind": self.kinds,
+                    "phase": self.columns.phases,
+                    "worker": self.columns.workers,
+                    "iteration": self.columns.iterations,
+                    "bytes": self.columns.nbytes,
+                    "items": self.columns.items,
+                },
             )
         return max(self.ends, default=0.0)
 
@@ -405,3 +414,20 @@ class _Run:
             )
         else:
             self.flows.start(step.links, step.chunk_bytes, after)
+
+
+def _columns(tasks: list[Task]) -> PlanColumns:
+    """The columns of :meth:`Plan.validate_columns` for tasks validated elsewhere."""
+    get = {name: list(map(attrgetter(name), tasks)) for name in ("kind", "phase", "worker", "iteration")}
+    return PlanColumns(
+        list(tasks),
+        {t.id: i for i, t in enumerate(tasks)},
+        list(map(attrgetter("deps"), tasks)),
+        get["kind"],
+        get["phase"],
+        get["worker"],
+        get["iteration"],
+        list(map(attrgetter("bytes"), tasks)),
+        list(map(attrgetter("items"), tasks)),
+        list(map(attrgetter("device"), tasks)),
+    )

@@ -22,7 +22,7 @@ from workbench.trace import make_trace
 class _RunRows:
     """One run's rows in bulk: ``order`` (task indices as they ended) and per-task arrays."""
 
-    __slots__ = ("tasks", "order", "starts", "ends", "devices", "engines", "ids", "kinds")
+    __slots__ = ("tasks", "order", "starts", "ends", "devices", "engines", "columns")
 
     def __init__(
         self,
@@ -32,17 +32,22 @@ class _RunRows:
         ends: list[float],
         devices: list[str | None],
         engines: list[str],
-        ids: list[str] | None = None,
-        kinds: list[str] | None = None,
+        columns: dict[str, list] | None = None,
     ) -> None:
         self.tasks = tasks
-        self.ids = ids if ids is not None else list(map(attrgetter("id"), tasks))
-        self.kinds = kinds if kinds is not None else list(map(attrgetter("kind"), tasks))
+        self.columns = dict(columns or {})
         self.order = order
         self.starts = starts
         self.ends = ends
         self.devices = devices  # None for a collective: a row per device of ``task.devices``
         self.engines = engines
+
+    def column(self, name: str) -> list:
+        """Per task, its field ``name``: as given, else read from the tasks."""
+        values = self.columns.get(name)
+        if values is None:
+            values = self.columns[name] = list(map(attrgetter(name), self.tasks))
+        return values
 
     def __bool__(self) -> bool:
         return bool(self.order)
@@ -74,18 +79,18 @@ class TraceRecorder:
         ends: list[float],
         devices: list[str | None],
         engines: list[str],
-        ids: list[str] | None = None,
-        kinds: list[str] | None = None,
+        columns: dict[str, list] | None = None,
     ) -> None:
         """Record a run's rows at once, as if ``on_task_end`` had been called for each.
 
         ``order``: indices into ``tasks`` in the order they ended. Per task index:
         ``starts``, ``ends``, ``devices`` (the row's device, ``None`` for a collective,
         whose rows are one per device of ``task.devices`` with worker = rank) and
-        ``engines``. A non-collective row's worker is ``task.worker``. ``ids`` and ``kinds``,
-        the tasks' ids and kinds when the caller has them already.
+        ``engines``. A non-collective row's worker is ``task.worker``. ``columns``: task
+        fields (``id``, ``kind``, ``phase``, ``worker``, ``iteration``, ``bytes``, ``items``)
+        as per-task lists when the caller has them already; the others are read here.
         """
-        self._parts.append(_RunRows(tasks, order, starts, ends, devices, engines, ids, kinds))
+        self._parts.append(_RunRows(tasks, order, starts, ends, devices, engines, columns))
         self.rows = []
         self._parts.append(self.rows)
 
@@ -130,10 +135,10 @@ class TraceRecorder:
         n_tasks = len(tasks)
         order = np.array(part.order, dtype=np.int64)
         # Per task: codes and values, computed once; rows pick them by task index.
-        kind_uniques, kind_codes = _codes(part.kinds)
+        kind_uniques, kind_codes = _codes(part.column("kind"))
         dev_uniques, dev_codes = _codes(part.devices)
         eng_uniques, eng_codes = _codes(part.engines)
-        workers = np.fromiter(map(attrgetter("worker"), tasks), dtype=np.int64, count=n_tasks)
+        workers = np.fromiter(part.column("worker"), dtype=np.int64, count=n_tasks)
         starts = np.array(part.starts, dtype=np.float64)
         ends = np.array(part.ends, dtype=np.float64)
         if None in dev_uniques:  # collectives: one row per device, worker = rank
@@ -163,24 +168,22 @@ class TraceRecorder:
             worker = workers[rows]
             device = dev_codes[rows]
         n = len(rows)
-        phase_uniques, phase_codes = _codes(list(map(attrgetter("phase"), tasks)))
-        nbytes = np.fromiter(map(attrgetter("bytes"), tasks), dtype=np.int64, count=n_tasks)
+        phase_uniques, phase_codes = _codes(part.column("phase"))
+        nbytes = np.fromiter(part.column("bytes"), dtype=np.int64, count=n_tasks)
         if "compute" in kind_uniques:
             nbytes[kind_codes == kind_uniques.index("compute")] = 0  # compute moves no bytes
-        ids = pa.array(part.ids, type=pa.large_string())
+        ids = pa.array(part.column("id"), type=pa.large_string())
         return pd.DataFrame(
             {
                 "run_id": _repeated([self.run_id], np.zeros(n, dtype=np.int32)),
                 "worker": worker,
                 "device": _repeated(dev_uniques, device.astype(np.int32)),
-                "iteration": np.fromiter(map(attrgetter("iteration"), tasks), dtype=np.int64, count=n_tasks)[
-                    rows
-                ],
+                "iteration": np.fromiter(part.column("iteration"), dtype=np.int64, count=n_tasks)[rows],
                 "phase": _repeated(phase_uniques, phase_codes[rows]),
                 "start": starts[rows],
                 "end": ends[rows],
                 "bytes": nbytes[rows],
-                "items": np.fromiter(map(attrgetter("items"), tasks), dtype=np.int64, count=n_tasks)[rows],
+                "items": np.fromiter(part.column("items"), dtype=np.int64, count=n_tasks)[rows],
                 "task": ids.take(pa.array(rows)).to_pandas(),
                 "engine": _repeated(eng_uniques, eng_codes[rows]),
                 "executor": _repeated(["sim"], np.zeros(n, dtype=np.int32)),

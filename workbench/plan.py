@@ -107,6 +107,22 @@ class ResidentTensor:
 
 
 @dataclass
+class PlanColumns:
+    """A validated plan's tasks as columns (lists in plan order), from :meth:`Plan.validate_columns`."""
+
+    order: list[Task]  # a topological order (what validate() returns)
+    position: dict[str, int]  # task id -> index in plan.tasks (its keys: the ids in plan order)
+    deps: list[list[str]]
+    kinds: list[str]
+    phases: list[str]
+    workers: list[int]
+    iterations: list[int]
+    nbytes: list[int]
+    items: list[int]
+    devices: list[str | None]
+
+
+@dataclass
 class Plan:
     name: str = "plan"
     tasks: list[Task] = field(default_factory=list)
@@ -171,14 +187,26 @@ class Plan:
         negative byte counts, dependencies on unknown tasks, cycles, and (when
         ``known_nodes`` is given) devices or memories the hardware does not have.
         """
-        return self.validate_indexed(known_nodes)[0]
+        return self.validate_columns(known_nodes).order
 
-    def validate_indexed(self, known_nodes: Iterable[str] | None = None) -> tuple[list[Task], dict[str, int]]:
-        """:meth:`validate`, also returning each task id's position in ``tasks`` (found on the way)."""
+    def validate_columns(self, known_nodes: Iterable[str] | None = None) -> PlanColumns:
+        """:meth:`validate`, also returning what its pass over the tasks read, as columns.
+
+        For a simulator, which would otherwise read each field of every task again
+        (one pass over a large plan's scattered task objects per field).
+        """
         nodes = set(known_nodes) if known_nodes is not None else None
         by_id: dict[str, int] = {}
         phases = _PHASE_SET
         numbers = (int, float)
+        cols = PlanColumns([], by_id, [], [], [], [], [], [], [], [])
+        add_deps, add_kind, add_phase = cols.deps.append, cols.kinds.append, cols.phases.append
+        add_worker, add_iteration, add_device = (
+            cols.workers.append,
+            cols.iterations.append,
+            cols.devices.append,
+        )
+        add_bytes, add_items = cols.nbytes.append, cols.items.append
         # Dependencies on tasks not (yet) seen, in plan order: checked once every id is known.
         forward: list[tuple[Task, str]] = []
         for i, t in enumerate(self.tasks):
@@ -189,22 +217,35 @@ class Plan:
                 raise PlanError(f"plan {self.name!r}: a task has an empty id")
             if tid in by_id:
                 raise PlanError(f"{self._where(t)}: duplicate task id")
-            for d in t.deps:
+            deps = t.deps
+            for d in deps:
                 if d not in by_id:
                     forward.append((t, d))
             by_id[tid] = i
+            add_deps(deps)
             kind = t.kind
+            add_kind(kind)
             if kind not in TASK_KINDS:
                 raise PlanError(f"{self._where(t)}: unknown kind {kind!r}; allowed: {', '.join(TASK_KINDS)}")
-            if t.phase not in phases:
+            phase = t.phase
+            add_phase(phase)
+            if phase not in phases:
                 raise PlanError(f"{self._where(t)}: unknown phase {t.phase!r}; allowed: {', '.join(PHASES)}")
-            if t.bytes < 0 or t.items < 0 or t.memory < 0:
+            nbytes = t.bytes
+            items = t.items
+            add_bytes(nbytes)
+            add_items(items)
+            if nbytes < 0 or items < 0 or t.memory < 0:
                 raise PlanError(
                     f"{self._where(t)}: negative byte or item count "
                     f"(bytes={t.bytes}, items={t.items}, memory={t.memory})"
                 )
+            add_worker(t.worker)
+            add_iteration(t.iteration)
+            device = t.device
+            add_device(device)
             if kind == "compute":
-                if not t.device:
+                if not device:
                     raise PlanError(f"{self._where(t)}: a compute task needs a device")
             elif kind == "transfer":
                 if not t.src or not t.dst:
@@ -246,9 +287,8 @@ class Plan:
         for t, d in forward:
             if d not in by_id:
                 raise PlanError(f"{self._where(t)} depends on unknown task {d!r}")
-        if not forward:
-            return list(self.tasks), by_id
-        return _topological_order(self.name, self.tasks, by_id), by_id
+        cols.order = list(self.tasks) if not forward else _topological_order(self.name, self.tasks, by_id)
+        return cols
 
     def _where(self, task: Task) -> str:
         return f"plan {self.name!r}: task {task.id!r}"

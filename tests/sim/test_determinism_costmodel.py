@@ -125,6 +125,19 @@ def test_a_recorder_keeps_the_rows_of_several_runs(neugraph):
     pd.testing.assert_frame_equal(both, pd.concat([one, one], ignore_index=True), check_exact=True)
 
 
+def test_validate_columns_are_the_tasks_fields(neugraph):
+    from sim.executor import _columns
+
+    plan = busy_plan(neugraph.gpu_nodes(), 2)
+    plan.tasks[3], plan.tasks[2] = plan.tasks[2], plan.tasks[3]  # not in dependency order
+    cols = plan.validate_columns(neugraph.memory_nodes())
+    assert [t.id for t in cols.order] == [t.id for t in plan.validate()]
+    assert list(cols.position) == [t.id for t in plan.tasks]
+    again = _columns(plan.tasks)
+    for name in ("deps", "kinds", "phases", "workers", "iterations", "nbytes", "items", "devices"):
+        assert getattr(cols, name) == getattr(again, name), name
+
+
 def test_cost_model_seconds_many_is_seconds_per_task(neugraph):
     tasks = [t for t in busy_plan(neugraph.gpu_nodes(), 2).tasks if t.kind == "compute"]
     tasks.append(Task("x", "compute", device="m0.gpu3", features={"seconds": 2, "flops": 1}))
