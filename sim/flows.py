@@ -14,6 +14,12 @@ and one rebalance runs after every other event of that instant (priority ``LATE`
 so a collective step that starts n flows at once recomputes rates once, not n times.
 Completion events made stale by a rate change are recognised by a version number and
 ignored (the heap cannot remove them); a completion is a ``partial(_finish, flow, version)``.
+
+Per distinct link list (a route, a collective step) its distinct links and their flow
+sets are found once, so starting and ending a flow walk those directly. The common
+case of a flow that starts alone (the only flow started since the last rebalance,
+on links that were all empty) skips the component search and takes the rate cached
+on its link list: a ring collective's steps are mostly such flows.
 """
 
 from __future__ import annotations
