@@ -146,7 +146,7 @@ class OutputBufferPool:
 
 
 def new_word_scratch(num_nodes: int, copies: int) -> np.ndarray:
-    """Zeroed scratch for :func:`_kernels._relabel_words`, one row per thread."""
+    """Zeroed scratch for the bit-set relabelling (:func:`_kernels._relabel_words`), one row per thread."""
     return np.zeros((copies, _kernels.word_scratch_size(num_nodes)), dtype=np.uint64)
 
 

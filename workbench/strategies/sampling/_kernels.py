@@ -483,6 +483,9 @@ def _relabel_words(
 ) -> int:
     """:func:`_relabel_one` through vertex bit sets that stay in cache (``picked`` may be ``edge_src_out``).
 
+    The steps of :func:`uniform_its_relabel_batches`' relabelling in one serial call
+    (the reference its tests compare with :func:`relabel_block`).
+
     Destinations come first (local ids ``0..nd-1``): their bits in ``isdst`` and, per
     word, the rank of its first one in a small permutation to their positions. Each
     other drawn vertex sets its bit in ``seen`` (one bit per graph vertex: 150 KB on

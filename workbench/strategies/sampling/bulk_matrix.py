@@ -52,14 +52,24 @@ looks for a device: it picks the array library the paper runs on, nothing else):
     ``torch`` when a CUDA device is present, else ``fused`` for GraphSAGE and
     ``scipy`` for LADIES.
 
-On a CPU, steps 2 and 3 of GraphSAGE run fused in one numba kernel per layer, batch by
-batch with the batches spread over the threads (a batch's draws are relabelled while
-still in cache); the ``k`` minibatches' blocks are views into a few stacked arrays,
-recycled once no returned minibatch views them (:class:`._common.OutputBufferPool`).
-Measured on products-like (1.22 M vertices, 20.6 M edges; fanouts [15, 10, 5], batch
-1024, k = 32, 2 shared cores, ``benchmarks/bench_sampling.py``): fused 60 minibatches/s,
-scipy 3.4, DGL's CPU NeighborSampler 37, :mod:`.neighbor` 56. The torch back end is
-tested on the CPU; on a CUDA device it runs the same code.
+On a CPU, steps 2 and 3 of GraphSAGE run fused in one numba kernel per layer
+(:func:`._kernels.uniform_its_relabel_batches`), batch by batch with the batches spread
+over the threads. Per batch: the ITS positions of all its rows (arithmetic only, each
+row's extent read beforehand in one pass; "drawn already?" is a bit test, and a row
+that keeps most of its entries draws the few it leaves out), then one gather of the
+drawn column ids from an int32 copy of ``A``'s column ids (each row's cache lines
+prefetched a few rows ahead), each id marked as it arrives in per-thread vertex bit
+sets, from which the local ids follow (one bit per vertex, 150 KB on products-like;
+0.9 MB of scratch per thread with the per-word counts, against a 5 MB vertex map). A block's sources are its destinations, then the other drawn
+vertices grouped by word of 64 vertex ids. The ``k`` minibatches' blocks are views into
+a few stacked arrays, recycled once no returned minibatch views them
+(:class:`._common.OutputBufferPool`). Measured on products-like (1.22 M vertices,
+20.6 M edges; fanouts [15, 10, 5], batch 1024, k = 32, ``benchmarks/bench_sampling.py``)
+with one thread, where no thread waits on a core taken by other work: fused 64.6
+minibatches/s, DGL's CPU NeighborSampler 20.7 (3.1x), :mod:`.neighbor` 31.2; CPU time
+per minibatch ~15 ms against DGL's ~47 ms. Figures on 2 shared cores are in the
+benchmark's docstring. The torch back end is tested on the CPU; on a CUDA device it
+runs the same code.
 
 The distributed forms of section 5 (graph-replicated and 1.5D graph-partitioned) are
 iteration plans built by :func:`workbench.strategies.sampling.bulk_matrix_plan.bulk_sampling_plan`.
