@@ -361,6 +361,7 @@ class _Run:
         self.launchers = []
         for name in ("_done", "_compute_request", "_compute_end"):
             self.__dict__.pop(name, None)
+        self.flows._last = None  # its on_done is bound to the run
 
     # ---- transfers -------------------------------------------------------------
     def _prepare_transfer(self, i: int, t: Task, where: str) -> Callable[[], None]:

@@ -138,6 +138,24 @@ def test_validate_columns_are_the_tasks_fields(neugraph):
         assert getattr(cols, name) == getattr(again, name), name
 
 
+def test_a_run_leaves_no_reference_cycles(neugraph):
+    """Freed by reference counting when simulate() returns, not by a later (costly) GC pass."""
+    import gc
+
+    plan = busy_plan(neugraph.gpu_nodes(), 2)
+    simulate(plan, neugraph, jitter=0.1)  # warm caches and imports
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        result = simulate(plan, neugraph, jitter=0.1)
+        assert gc.collect() == 0
+    finally:
+        if was:
+            gc.enable()
+    assert len(result.trace)
+
+
 def test_cost_model_seconds_many_is_seconds_per_task(neugraph):
     tasks = [t for t in busy_plan(neugraph.gpu_nodes(), 2).tasks if t.kind == "compute"]
     tasks.append(Task("x", "compute", device="m0.gpu3", features={"seconds": 2, "flops": 1}))
