@@ -19,7 +19,8 @@ torch (DGL) and numba use ``--threads`` threads (default: all cores). It prints 
 median minibatches/s over the rounds, the per-layer sizes (mean source vertices and
 edges, input layer first) as a sanity check that all sample the same amount, and the
 issue's targets: ``neighbor`` at least as fast as DGL, ``bulk-matrix`` at least 2x DGL.
-User and system CPU seconds per round show how much of a gap is load from elsewhere.
+User and system CPU seconds per round, and the median CPU milliseconds per minibatch in
+the summary, show how much of a gap is load from elsewhere.
 
 Measured here (2 cores shared with other work, ``--rounds 5 --scipy``, 128 minibatches
 per round, medians): DGL 36.8 minibatches/s, neighbor 56.0 (1.52x), bulk-matrix 60.1
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         s.__init__()
 
     rates: dict[str, list[float]] = {name: [] for name in runners}
+    cpu_ms: dict[str, list[float]] = {name: [] for name in runners}
     cpu: dict[str, tuple[float, float]] = {}
     for r in range(args.rounds):
         for name, (run, count) in runners.items():
@@ -177,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             after = resource.getrusage(resource.RUSAGE_SELF)
             rates[name].append(count / elapsed)
             cpu[name] = (after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
+            cpu_ms[name].append(1000 * sum(cpu[name]) / count)
         print(
             f"round {r + 1}: "
             + ", ".join(
@@ -186,11 +189,16 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     print()
-    print(f"{'sampler':<20} {'minibatches/s':>14} {'vs DGL':>8}   mean per layer (input first)")
+    print(
+        f"{'sampler':<20} {'minibatches/s':>14} {'vs DGL':>8} {'CPU ms/mb':>10}   mean per layer (input first)"
+    )
     median = {name: statistics.median(v) for name, v in rates.items()}
     for name in runners:
         ratio = f"{median[name] / median['dgl']:>7.2f}x" if "dgl" in median else "      -"
-        print(f"{name:<20} {median[name]:>14.1f} {ratio}   {sizes[name].text()}")
+        print(
+            f"{name:<20} {median[name]:>14.1f} {ratio} {statistics.median(cpu_ms[name]):>10.1f}   "
+            f"{sizes[name].text()}"
+        )
     print()
     if {"dgl", "neighbor"} <= set(median):
         print(f"target neighbor >= DGL: {'met' if median['neighbor'] >= median['dgl'] else 'NOT met'}")
