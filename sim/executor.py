@@ -112,7 +112,7 @@ class PlanExecutor:
         with paused_gc():
             t0 = time.perf_counter()
             columns = plan.validate_columns(self.cluster.memory_nodes())
-            self.memory = check_memory(plan, self.cluster)
+            self.memory = check_memory(plan, self.cluster, columns.memory)
             t1 = time.perf_counter()
             run = _Run(self, plan, on_task_end, columns)
             try:
@@ -469,4 +469,5 @@ def _columns(tasks: list[Task]) -> PlanColumns:
         list(map(attrgetter("bytes"), tasks)),
         list(map(attrgetter("items"), tasks)),
         list(map(attrgetter("device"), tasks)),
+        list(map(attrgetter("memory"), tasks)),
     )

@@ -12,6 +12,8 @@ machine's host memory.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from workbench.errors import InfeasiblePlanError
 from workbench.hardware.spec import ClusterSpec
 from workbench.plan import Plan, Task
@@ -25,13 +27,18 @@ def task_memories(task: Task) -> list[str]:
     return list(task.devices)
 
 
-def memory_needs(plan: Plan) -> dict[str, int]:
-    """Bytes each memory needs at its peak under the rule above."""
+def memory_needs(plan: Plan, memory: Sequence[int] | None = None) -> dict[str, int]:
+    """Bytes each memory needs at its peak under the rule above.
+
+    ``memory``: the tasks' ``memory`` fields in plan order, when the caller has them
+    (``Plan.validate_columns``): then only tasks that hold memory are looked at.
+    """
     resident: dict[str, int] = {}
     for r in plan.resident:
         resident[r.device] = resident.get(r.device, 0) + r.bytes
     transient: dict[str, int] = {}
-    for t in plan.tasks:
+    tasks = plan.tasks if memory is None else [plan.tasks[i] for i, m in enumerate(memory) if m]
+    for t in tasks:
         if t.memory:
             for node in task_memories(t):
                 if t.memory > transient.get(node, 0):
@@ -57,9 +64,12 @@ def format_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def check_memory(plan: Plan, cluster: ClusterSpec) -> dict[str, int]:
-    """Return each memory's need; raise :class:`InfeasiblePlanError` naming every memory over capacity."""
-    needs = memory_needs(plan)
+def check_memory(plan: Plan, cluster: ClusterSpec, memory: Sequence[int] | None = None) -> dict[str, int]:
+    """Return each memory's need; raise :class:`InfeasiblePlanError` naming every memory over capacity.
+
+    ``memory`` as for :func:`memory_needs`.
+    """
+    needs = memory_needs(plan, memory)
     caps = capacities(cluster)
     over = [
         f"{node} needs {format_bytes(need)} of {format_bytes(caps[node])} "

@@ -120,6 +120,7 @@ class PlanColumns:
     nbytes: list[int]
     items: list[int]
     devices: list[str | None]
+    memory: list[int]
 
 
 @dataclass
@@ -199,14 +200,14 @@ class Plan:
         by_id: dict[str, int] = {}
         phases = _PHASE_SET
         numbers = (int, float)
-        cols = PlanColumns([], by_id, [], [], [], [], [], [], [], [])
+        cols = PlanColumns([], by_id, [], [], [], [], [], [], [], [], [])
         add_deps, add_kind, add_phase = cols.deps.append, cols.kinds.append, cols.phases.append
         add_worker, add_iteration, add_device = (
             cols.workers.append,
             cols.iterations.append,
             cols.devices.append,
         )
-        add_bytes, add_items = cols.nbytes.append, cols.items.append
+        add_bytes, add_items, add_memory = cols.nbytes.append, cols.items.append, cols.memory.append
         # Dependencies on tasks not (yet) seen, in plan order: checked once every id is known.
         forward: list[tuple[Task, str]] = []
         for i, t in enumerate(self.tasks):
@@ -233,9 +234,11 @@ class Plan:
                 raise PlanError(f"{self._where(t)}: unknown phase {t.phase!r}; allowed: {', '.join(PHASES)}")
             nbytes = t.bytes
             items = t.items
+            memory = t.memory
             add_bytes(nbytes)
             add_items(items)
-            if nbytes < 0 or items < 0 or t.memory < 0:
+            add_memory(memory)
+            if nbytes < 0 or items < 0 or memory < 0:
                 raise PlanError(
                     f"{self._where(t)}: negative byte or item count "
                     f"(bytes={t.bytes}, items={t.items}, memory={t.memory})"

@@ -134,7 +134,7 @@ def test_validate_columns_are_the_tasks_fields(neugraph):
     assert [t.id for t in cols.order] == [t.id for t in plan.validate()]
     assert list(cols.position) == [t.id for t in plan.tasks]
     again = _columns(plan.tasks)
-    for name in ("deps", "kinds", "phases", "workers", "iterations", "nbytes", "items", "devices"):
+    for name in ("deps", "kinds", "phases", "workers", "iterations", "nbytes", "items", "devices", "memory"):
         assert getattr(cols, name) == getattr(again, name), name
 
 
