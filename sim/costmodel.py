@@ -104,17 +104,20 @@ class LinearCostModel:
         coefficients, peak, bandwidth = params
         return coefficients.predict(features, peak, bandwidth)
 
-    def seconds_many(self, tasks: Sequence[Task], cluster: ClusterSpec) -> np.ndarray:
+    def seconds_many(
+        self, tasks: Sequence[Task], cluster: ClusterSpec, features: Sequence[dict[str, float]] | None = None
+    ) -> np.ndarray:
         """``[self.seconds(t, cluster) for t in tasks]`` as an array, computed per device in numpy.
 
         Bit-identical to :meth:`seconds`: the same float operations in the same order
         (elementwise IEEE arithmetic is the same in numpy). Falls back to :meth:`seconds`
         per task for a subclass that overrides it or coefficients that are not plain floats.
+        ``features``: the tasks' ``features`` when the caller has them at hand.
         """
         n = len(tasks)
         if type(self).seconds is not LinearCostModel.seconds:
             return np.array([self.seconds(t, cluster) for t in tasks], dtype=np.float64).reshape(n)
-        feats = list(map(attrgetter("features"), tasks))
+        feats = list(features) if features is not None else list(map(attrgetter("features"), tasks))
         # One pass over the feature dicts (they are scattered in memory; a pass per
         # feature would cost a cache miss per dict each time), then per-task parameters.
         values = np.array([f.get(k, 0.0) for f in feats for k in _FEATURES], dtype=np.float64).reshape(n, 4)

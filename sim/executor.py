@@ -156,16 +156,27 @@ class _Run:
         self.columns = columns
         index = columns.position
         self.ids = list(index)
-        deps = list(columns.deps)
-        counts = list(map(len, deps))
-        for i in [i for i, c in enumerate(counts) if c > 1]:
-            if len(set(deps[i])) != counts[i]:  # a repeated dependency counts once
-                deps[i] = list(dict.fromkeys(deps[i]))
-                counts[i] = len(deps[i])
+        counts = list(columns.dep_counts)
+        flat = columns.dep_positions
+        repeats = False
+        if flat is not None:  # positions found by validation: look for repeated dependencies
+            multi = [i for i, c in enumerate(counts) if c > 1]
+            if multi:
+                begin = (np.cumsum(counts) - counts)[multi].tolist()
+                repeats = any(
+                    len(set(flat[b : b + counts[i]])) != counts[i] for i, b in zip(multi, begin, strict=True)
+                )
+        if flat is None or repeats:
+            deps = list(columns.deps)
+            for i in [i for i, c in enumerate(counts) if c > 1]:
+                if len(set(deps[i])) != counts[i]:  # a repeated dependency counts once
+                    deps[i] = list(dict.fromkeys(deps[i]))
+                    counts[i] = len(deps[i])
+            flat = list(map(index.__getitem__, chain.from_iterable(deps)))
         self.waiting = counts
         # Each task's users (tasks that depend on it), in task order: a deterministic
         # wake-up order. As one flat list: users of i are users[first[i]:first[i + 1]].
-        src = np.fromiter(map(index.__getitem__, chain.from_iterable(deps)), dtype=np.int64)
+        src = np.array(flat, dtype=np.int64)
         dst = np.repeat(np.arange(n, dtype=np.int64), counts)
         first = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(src, minlength=n), out=first[1:])
@@ -197,7 +208,10 @@ class _Run:
                 if plain:
                     continue
             launchers[i] = self._prepare(i, tasks[i])
-        seconds = self.cost.seconds_many([tasks[i] for i in compute], self.cluster)
+        features = columns.features
+        seconds = self.cost.seconds_many(
+            [tasks[i] for i in compute], self.cluster, [features[i] for i in compute]
+        )
         if self.rng is None:  # with jitter, the factor is drawn first and the product clamped
             seconds[~(seconds >= 0.0)] = 0.0
         all_seconds = np.zeros(n, dtype=np.float64)
@@ -470,4 +484,7 @@ def _columns(tasks: list[Task]) -> PlanColumns:
         list(map(attrgetter("items"), tasks)),
         list(map(attrgetter("device"), tasks)),
         list(map(attrgetter("memory"), tasks)),
+        list(map(attrgetter("features"), tasks)),
+        list(map(len, map(attrgetter("deps"), tasks))),
+        None,
     )

@@ -121,6 +121,11 @@ class PlanColumns:
     items: list[int]
     devices: list[str | None]
     memory: list[int]
+    features: list[dict[str, float]]
+    dep_counts: list[int]  # len(task.deps), repeats included
+    # Every task's dependencies as positions, flattened in plan order; None when some
+    # task depends on a later one (then only the ids in ``deps`` say it).
+    dep_positions: list[int] | None
 
 
 @dataclass
@@ -200,7 +205,14 @@ class Plan:
         by_id: dict[str, int] = {}
         phases = _PHASE_SET
         numbers = (int, float)
-        cols = PlanColumns([], by_id, [], [], [], [], [], [], [], [], [])
+        cols = PlanColumns([], by_id, [], [], [], [], [], [], [], [], [], [], [], [])
+        dep_positions: list[int] = []
+        add_features, add_count, add_position = (
+            cols.features.append,
+            cols.dep_counts.append,
+            dep_positions.append,
+        )
+        get_position = by_id.get
         add_deps, add_kind, add_phase = cols.deps.append, cols.kinds.append, cols.phases.append
         add_worker, add_iteration, add_device = (
             cols.workers.append,
@@ -220,10 +232,14 @@ class Plan:
                 raise PlanError(f"{self._where(t)}: duplicate task id")
             deps = t.deps
             for d in deps:
-                if d not in by_id:
+                p = get_position(d)
+                if p is None:
                     forward.append((t, d))
+                else:
+                    add_position(p)
             by_id[tid] = i
             add_deps(deps)
+            add_count(len(deps))
             kind = t.kind
             add_kind(kind)
             if kind not in TASK_KINDS:
@@ -259,7 +275,9 @@ class Plan:
                 )
             elif len(t.devices) < 1 or len(set(t.devices)) != len(t.devices):
                 raise PlanError(f"{self._where(t)}: a collective needs distinct devices")
-            for k, v in t.features.items():
+            features = t.features
+            add_features(features)
+            for k, v in features.items():
                 if not isinstance(v, numbers) or v < 0:
                     raise PlanError(
                         f"{self._where(t)}: cost feature {k!r} must be a non-negative number, got {v!r}"
@@ -291,6 +309,7 @@ class Plan:
             if d not in by_id:
                 raise PlanError(f"{self._where(t)} depends on unknown task {d!r}")
         cols.order = list(self.tasks) if not forward else _topological_order(self.name, self.tasks, by_id)
+        cols.dep_positions = dep_positions if not forward else None
         return cols
 
     def _where(self, task: Task) -> str:

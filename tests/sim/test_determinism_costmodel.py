@@ -134,8 +134,24 @@ def test_validate_columns_are_the_tasks_fields(neugraph):
     assert [t.id for t in cols.order] == [t.id for t in plan.validate()]
     assert list(cols.position) == [t.id for t in plan.tasks]
     again = _columns(plan.tasks)
-    for name in ("deps", "kinds", "phases", "workers", "iterations", "nbytes", "items", "devices", "memory"):
+    for name in (
+        "deps",
+        "kinds",
+        "phases",
+        "workers",
+        "iterations",
+        "nbytes",
+        "items",
+        "devices",
+        "memory",
+        "features",
+        "dep_counts",
+    ):
         assert getattr(cols, name) == getattr(again, name), name
+    assert cols.dep_positions is None  # a task depends on a later one
+    plan.tasks[3], plan.tasks[2] = plan.tasks[2], plan.tasks[3]
+    cols = plan.validate_columns()
+    assert cols.dep_positions == [cols.position[d] for t in plan.tasks for d in t.deps]
 
 
 def test_a_run_leaves_no_reference_cycles(neugraph):
