@@ -34,7 +34,7 @@ Speed (a 100,000-task plan runs in about a second, ``benchmarks/bench_sim.py``):
 work per task is kept off the event path. Validation hands back the task fields it read
 as columns (``Plan.validate_columns``), compute durations come from the cost model for
 all tasks in one numpy pass before the run, dependency users are one flat list, and a
-compute task on a plain FIFO engine is started and ended by two methods with no
+compute task on a plain FIFO engine is started and ended by two closures with no
 callable built for it (its end is queued as its bare index, see ``SimClock.run_all``).
 """
 
