@@ -23,9 +23,14 @@ User and system CPU seconds per round, and the median CPU milliseconds per minib
 the summary, show how much of a gap is load from elsewhere.
 
 Measured here (2 cores shared with other work, ``--rounds 5 --scipy``, 128 minibatches
-per round, medians): DGL 36.8 minibatches/s, neighbor 56.0 (1.52x), bulk-matrix 60.1
-(1.63x; 2x not reached), bulk-matrix with the scipy SpGEMM 3.4 (0.09x). Per minibatch
-in CPU time: DGL ~48 ms, neighbor ~33 ms, bulk-matrix ~28 ms.
+per round, medians): DGL 26.2 minibatches/s, neighbor 40.5 (1.55x), bulk-matrix 92.1
+(3.52x; 2x met), bulk-matrix with the scipy SpGEMM 2.4 (0.09x). Median CPU time per
+minibatch: DGL ~72 ms, neighbor ~44 ms, bulk-matrix ~22 ms, scipy ~450 ms. The other
+work keeps about one core busy, and DGL's two OpenMP threads then at times wait on each
+other (a round at 6-10 minibatches/s with twice the CPU time), so the ratio swings from
+run to run: three such runs of the same code gave bulk-matrix 3.5x, 5.4x and 6.9x DGL.
+With ``--threads 1`` (no such waits): DGL 20.7, neighbor 31.2, bulk-matrix 64.6 (3.1x);
+CPU time per minibatch ~47 ms against ~15 ms.
 """
 
 from __future__ import annotations
