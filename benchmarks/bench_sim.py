@@ -18,7 +18,7 @@ run varies by about +-30 %; best of ``--repeat 3``)::
 
     simulate() wall   validate + memory   execute   trace table   tasks/s end to end (executing)
     0.77 s            0.11 s              0.57 s    0.09 s        130,000 (177,000)   quiet spells
-    0.85-1.3 s        0.12-0.20 s         0.6-1.0 s 0.08-0.15 s   77,000-118,000      under load
+    0.82-1.3 s        0.12-0.20 s         0.55-1.0 s 0.08-0.15 s  77,000-122,000      under load
     1.5-2.0 s         0.19-0.22 s         1.06-1.46 s 0.26-0.34 s 49,000-66,000       before (23cacf0)
 
 Where it went: the work per task moved off the event path (validation hands back the
