@@ -40,6 +40,27 @@ def _uniform(seed: np.uint64, row: int, draw: int) -> float:
     return float(z >> np.uint64(11)) * _TWO_POW_53_INV
 
 
+@njit(inline="always")
+def _distinct_by_scan(
+    seed: np.uint64, i: int, d: int, need: int, out: np.ndarray, o: int, c: int, draw: int
+) -> None:
+    """Fill ``out[o+c:o+need]`` with distinct positions ``floor(u * d)`` of row ``i``, a repeat
+    (found by scanning the row's earlier draws) drawn again; ``draw`` counts the draws used."""
+    while c < need:
+        t = int(_uniform(seed, i, draw) * d)
+        draw += 1
+        if t >= d:
+            t = d - 1
+        taken = False
+        for q in range(c):
+            if out[o + q] == t:
+                taken = True
+                break
+        if not taken:
+            out[o + c] = t
+            c += 1
+
+
 _AHEAD = 8  # rows between a row's prefetch and its gather
 
 
@@ -197,20 +218,7 @@ def _its_row(
             for j in range(d):
                 out[o + j] = cols[b + j]
             return
-        c = 0
-        while c < need:
-            t = int(_uniform(seed, i, draw) * d)
-            draw += 1
-            if t >= d:
-                t = d - 1
-            taken = False
-            for q in range(c):
-                if out[o + q] == t:
-                    taken = True
-                    break
-            if not taken:
-                out[o + c] = t
-                c += 1
+        _distinct_by_scan(seed, i, d, need, out, o, 0, draw)
         for q in range(need):
             out[o + q] = cols[b + out[o + q]]
         return
@@ -689,19 +697,7 @@ def _uniform_positions(
         for q in range(need):
             bits[out[o + q] >> 6] = 0
         return
-    while c < need:
-        t = int(_uniform(seed, i, draw) * d)
-        draw += 1
-        if t >= d:
-            t = d - 1
-        taken = False
-        for q in range(c):
-            if out[o + q] == t:
-                taken = True
-                break
-        if not taken:
-            out[o + c] = t
-            c += 1
+    _distinct_by_scan(seed, i, d, need, out, o, c, draw)
 
 
 @njit(parallel=True, cache=True)
