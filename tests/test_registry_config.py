@@ -78,3 +78,17 @@ def test_help_texts_cover_every_field() -> None:
 def test_example_configs_load(path: Path) -> None:
     cfg = load_config(path)
     assert cfg.name == path.stem
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(None, "no such run file"), (b"\xff\xfe\x00", "cannot read run file"), (b"a = [", "not valid TOML")],
+)
+def test_read_toml_errors_name_the_file(tmp_path, content: bytes | None, message: str) -> None:
+    from workbench.tomlfile import read_toml
+
+    path = tmp_path / "x.toml"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ConfigError, match=f"x.toml: {message}"):
+        read_toml(path, "run file")

@@ -33,13 +33,13 @@ names the field and the allowed values on error; it has no side effects.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, get_type_hints
 
 from workbench.errors import ConfigError, UnknownNameError
 from workbench.registry import REGISTRIES
+from workbench.tomlfile import read_toml
 
 
 def _help(text: str) -> dict[str, str]:
@@ -258,14 +258,8 @@ def config_from_dict(
 
 
 def load_config(path: str | Path, *, check_strategies: bool = True) -> RunConfig:
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such configuration file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
-    return config_from_dict(data, str(p), check_strategies=check_strategies)
+    data = read_toml(path, "configuration file")
+    return config_from_dict(data, str(path), check_strategies=check_strategies)
 
 
 def describe_config(cls: type = RunConfig, prefix: str = "") -> list[tuple[str, str]]:

@@ -153,7 +153,7 @@ def test_toml_matches_the_equivalent_spec(tmp_path) -> None:
         ('generator = "kronecker"\nn = 10', "generator must be one of"),
         ('generator = "rmat"\nn = 100\nm = 200\ncolour = 1', "unknown key 'colour'"),
         ('generator = "rmat"\nn = "many"\nm = 200', "n must be a number"),
-        ("generator = [", "not a readable TOML file"),
+        ("generator = [", "not valid TOML"),
     ],
 )
 def test_bad_toml_descriptions(text: str, message: str, tmp_path) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 from workbench.errors import ConfigError, GraphFormatError, UnknownNameError
 from workbench.graph import io
 from workbench.graph.csr import CSRGraph
+from workbench.tomlfile import read_toml
 
 Progress = Callable[[str], None]
 
@@ -389,12 +390,7 @@ def _toml_recipe(path: Path, scale: float | None, seed: int) -> Recipe:
 
     See ``examples/datasets/*.toml``. ``seed`` in the file overrides the caller's.
     """
-    import tomllib
-
-    try:
-        table = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: not a readable TOML file ({exc})") from exc
+    table = read_toml(path, "graph recipe")
     table = dict(table.get("graph", table))
     kind = table.pop("generator", None)
     if kind not in SPEC_KEYS:

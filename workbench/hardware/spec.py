@@ -16,7 +16,6 @@ Bandwidths are bytes/s, latencies seconds, sizes bytes, compute FLOP/s.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from workbench.hardware.units import (
     parse_rate,
     parse_size,
 )
+from workbench.tomlfile import read_toml
 
 LINK_KINDS = ("host", "pcie", "pcie-uplink", "nvlink", "nvswitch", "nic", "network", "qpi", "other")
 TRANSIT_KINDS = ("pcie-switch", "nvswitch", "nic", "network", "root-complex")
@@ -303,14 +303,7 @@ def cluster_from_dict(data: dict[str, Any], source: str = "<dict>") -> ClusterSp
 
 
 def load_cluster_toml(path: str | Path) -> ClusterSpec:
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such hardware file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
-    return cluster_from_dict(data, str(p))
+    return cluster_from_dict(read_toml(path, "hardware file"), str(path))
 
 
 def _toml_value(v: Any) -> str:
