@@ -41,6 +41,15 @@ def _uniform(seed: np.uint64, row: int, draw: int) -> float:
 
 
 @njit(inline="always")
+def _drawn(out: np.ndarray, o: int, c: int, t: int) -> bool:
+    """Whether ``t`` is among the row's first ``c`` draws ``out[o:o+c]``."""
+    for q in range(c):
+        if out[o + q] == t:
+            return True
+    return False
+
+
+@njit(inline="always")
 def _distinct_by_scan(
     seed: np.uint64, i: int, d: int, need: int, out: np.ndarray, o: int, c: int, draw: int
 ) -> None:
@@ -51,12 +60,7 @@ def _distinct_by_scan(
         draw += 1
         if t >= d:
             t = d - 1
-        taken = False
-        for q in range(c):
-            if out[o + q] == t:
-                taken = True
-                break
-        if not taken:
+        if not _drawn(out, o, c, t):
             out[o + c] = t
             c += 1
 
@@ -253,12 +257,7 @@ def _its_row(
                 t = d - 1
                 while weight[t] == 0.0:
                     t -= 1
-            taken = False
-            for q in range(c):
-                if out[o + q] == t:
-                    taken = True
-                    break
-            if not taken:
+            if not _drawn(out, o, c, t):
                 out[o + c] = t
                 c += 1
         for q in range(c):
