@@ -54,7 +54,8 @@ def _distinct_by_scan(
     seed: np.uint64, i: int, d: int, need: int, out: np.ndarray, o: int, c: int, draw: int
 ) -> None:
     """Fill ``out[o+c:o+need]`` with distinct positions ``floor(u * d)`` of row ``i``, a repeat
-    (found by scanning the row's earlier draws) drawn again; ``draw`` counts the draws used."""
+    (found by scanning the row's earlier draws) drawn again; ``draw`` is the index of the row's
+    next uniform number (the draws the caller has used already)."""
     while c < need:
         t = int(_uniform(seed, i, draw) * d)
         draw += 1
