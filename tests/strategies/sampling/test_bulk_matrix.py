@@ -45,22 +45,44 @@ def test_live_minibatches_survive_later_bulks() -> None:
     assert torch.equal(kept, kept_copy)
 
 
+def address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
 def test_pool_reuses_only_released_buffers() -> None:
-    pool = OutputBufferPool(capacity=4)
-    a = pool.empty(1000)
-    a_address = a.__array_interface__["data"][0]
-    b = pool.empty(1000)
+    """A buffer goes out again only when nothing views it; then it is reused, the first that fits."""
+    n = 100_000
+    held = n + n // 8 + 1024  # items in a pooled buffer made for a request of n (headroom)
+    pool = OutputBufferPool(capacity=8)
+    a = pool.empty(n)
+    a_address = address(a)
+    b = pool.empty(n)
     assert not np.shares_memory(a, b)  # a is alive: not handed out again
     view = a[10:20]
     del a
-    c = pool.empty(1000)
+    c = pool.empty(n)
     assert not np.shares_memory(view, c)  # a view keeps it alive
+    c_address = address(c)
+    assert len({a_address, address(b), c_address}) == 3
     del view, c
-    d = pool.empty(900)
-    assert d.__array_interface__["data"][0] in (a_address, b.__array_interface__["data"][0]) or d.shape == (
-        900,
-    )
-    assert d.shape == (900,)
+    # a's and c's buffers are free now, b's is not: a request that fits gets the first free
+    # one, the next request the other, the third a new buffer.
+    d = pool.empty(n - 100)
+    assert address(d) == a_address and d.shape == (n - 100,)
+    e = pool.empty(n - 100)
+    assert address(e) == c_address
+    f = pool.empty(n - 100)
+    assert address(f) not in (a_address, address(b), c_address)
+    for x, y in [(d, b), (e, b), (f, b), (d, e), (d, f), (e, f)]:
+        assert not np.shares_memory(x, y)
+    del d  # a's buffer is free again (and stays in the pool: 4 buffers, capacity 8)
+    # Larger than the buffer, or so much smaller that it would pin a large buffer
+    # (buffer > 2 * size + 4096): new buffers.
+    assert address(pool.empty(held + 1)) != a_address
+    assert 2 * (n // 2) + 4096 < held
+    assert address(pool.empty(n // 2)) != a_address
+    # A size in between gets a's buffer (neither new buffer fits it).
+    assert address(pool.empty(3 * n // 5)) == a_address
 
 
 def test_backend_resolution() -> None:
