@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     import numba
     import torch
 
-    from realrun.dgl_loader import load_dgl
+    from workbench.dgl_loader import load_dgl
     from workbench.graph.datasets import load_dataset
     from workbench.registry import SAMPLERS
 

@@ -137,7 +137,7 @@ def test_karate_is_labelled_by_club() -> None:
 
 @pytest.fixture(scope="module")
 def dgl():
-    from realrun.dgl_loader import dgl_available, load_dgl
+    from workbench.dgl_loader import dgl_available, load_dgl
 
     if not dgl_available():
         pytest.skip("DGL cannot be imported here")

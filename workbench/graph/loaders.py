@@ -209,7 +209,7 @@ def load_dgl_graph(path: str | Path, *, index: int = 0, symmetric: bool = True) 
     Reads node data ``feat``/``features``/``x``, ``label``/``labels``/``y`` and
     ``train_mask``/``val_mask`` (or ``valid_mask``)/``test_mask`` when present.
     """
-    from realrun.dgl_loader import load_dgl
+    from workbench.dgl_loader import load_dgl
 
     path = Path(path).expanduser()
     if not path.is_file():

@@ -1,5 +1,10 @@
 """The one place that imports DGL.
 
+It lives in the core (``workbench``), not in an executor, because both the graph
+loaders (:func:`workbench.graph.loaders.load_dgl_graph` reads ``dgl.save_graphs``
+files) and the real executor need DGL, and imports run one way: executors import
+the core, never the core an executor.
+
 DGL 2.1.0 is the newest wheel on PyPI. Its core (graphs, sampling, ``dgl.nn``,
 METIS) works on newer torch, but ``import dgl`` fails for two reasons that have
 nothing to do with that core:
@@ -40,7 +45,7 @@ class _GraphboltStandIn(types.ModuleType):
         def _unavailable(*_args: Any, **_kwargs: Any) -> Any:
             raise DGLUnavailableError(
                 f"dgl.graphbolt.{name} is unavailable: graphbolt has no build for "
-                "this torch (see realrun/dgl_loader.py)"
+                "this torch (see workbench/dgl_loader.py)"
             )
 
         # A class, so ``isinstance(x, gb.FusedCSCSamplingGraph)`` is simply False.
