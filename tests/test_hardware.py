@@ -7,7 +7,15 @@ import tomllib
 import pytest
 
 from workbench.errors import ConfigError, UnknownNameError
-from workbench.hardware import PRESETS, cluster_from_dict, load_cluster_toml, load_hardware
+from workbench.hardware import (
+    PRESETS,
+    ClusterSpec,
+    GPUSpec,
+    MachineSpec,
+    cluster_from_dict,
+    load_cluster_toml,
+    load_hardware,
+)
 from workbench.hardware.units import parse_bandwidth, parse_latency, parse_rate, parse_size
 
 
@@ -107,3 +115,133 @@ def test_toml_files(tmp_path) -> None:
 def test_gpu_lookup_error_lists_gpus() -> None:
     with pytest.raises(ConfigError, match="no GPU 'm0.gpu7'"):
         load_hardware("h100-1x").gpu("m0.gpu7")
+
+
+# ---- copy engines and GPUDirect RDMA ---------------------------------------------
+def _two_gpus() -> dict:
+    return tomllib.loads(load_hardware("v100x8-nvswitch").to_toml())
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(0, "0"), (-1, "-1"), (2.5, "2.5"), ("2", "'2'"), (True, "True"), (65, "65")]
+)
+def test_impossible_copy_engines_get_one_line(value: object, shown: str) -> None:
+    data = _two_gpus()
+    data["machines"][0]["gpus"][1]["copy_engines"] = value
+    with pytest.raises(ConfigError) as err:
+        cluster_from_dict(data, "hardware.toml")
+    assert str(err.value) == (
+        f"hardware.toml: machines[0].gpus[1].copy_engines must be an integer from 1 to 64, got {shown}"
+    )
+
+
+@pytest.mark.parametrize("value", [1, 3, 64])
+def test_possible_copy_engines_are_kept(value: int) -> None:
+    data = _two_gpus()
+    data["machines"][0]["gpus"][1]["copy_engines"] = value
+    spec = cluster_from_dict(data, "hardware.toml")
+    assert spec.gpu("m0.gpu1").copy_engines == value and spec.gpu("m0.gpu0").copy_engines == 2
+
+
+def test_copy_engines_are_checked_on_a_cluster_built_in_code() -> None:
+    gpu = GPUSpec("NoEngine", 2**30, 1e12, 1e11, copy_engines=0)
+    with pytest.raises(ConfigError, match=r"m0\.gpu0\.copy_engines must be an integer from 1 to 64, got 0$"):
+        ClusterSpec("c", (MachineSpec("m0", (gpu,), 2**30),), ())
+
+
+@pytest.mark.parametrize(("value", "shown"), [("yes", "'yes'"), (1, "1"), (0, "0"), ("true", "'true'")])
+def test_gpudirect_rdma_must_be_a_boolean(value: object, shown: str) -> None:
+    data = _base()
+    data["machines"][0]["gpudirect_rdma"] = value
+    with pytest.raises(ConfigError) as err:
+        cluster_from_dict(data, "hardware.toml")
+    assert str(err.value) == f"hardware.toml: machines[0].gpudirect_rdma must be true or false, got {shown}"
+
+
+def test_gpudirect_rdma_is_checked_on_a_cluster_built_in_code() -> None:
+    m = MachineSpec("m0", (), 2**30, gpudirect_rdma="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="machines.m0.gpudirect_rdma must be true or false, got 'yes'"):
+        ClusterSpec("c", (m,), ())
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [("machine", "gpudirect"), ("gpu", "copy_engine"), ("link", "bandwith"), ("switch", "type")],
+)
+def test_misspelt_keys_are_errors(table: str, key: str) -> None:
+    data = _two_gpus()
+    target = {
+        "machine": data["machines"][0],
+        "gpu": data["machines"][0]["gpus"][0],
+        "link": data["links"][0],
+        "switch": data["switches"][0],
+    }[table]
+    target[key] = 1
+    with pytest.raises(ConfigError, match=f"unknown field\\(s\\) {key}; allowed: "):
+        cluster_from_dict(data, "hardware.toml")
+
+
+GOOD = """
+name = "two-boxes"
+description = "one machine with GPUDirect RDMA and 3 copy engines, one without"
+
+[[machines]]
+name = "a"
+host_memory = "64 GiB"
+cpu_cores = 8
+gpudirect_rdma = true
+gpus = [{ model = "X", memory = "16 GiB", flops = "10 TFLOP/s", memory_bandwidth = "500 GB/s", copy_engines = 3 }]
+
+[[machines]]
+name = "b"
+host_memory = "64 GiB"
+gpus = [{ model = "X", memory = "16 GiB", flops = "10 TFLOP/s", memory_bandwidth = "500 GB/s", copy_engines = 1 }]
+
+[[switches]]
+name = "net"
+kind = "network"
+
+[[links]]
+a = "a.gpu0"
+b = "net"
+bandwidth = "12.5 GB/s"
+latency = "1 us"
+kind = "network"
+
+[[links]]
+a = "b.host"
+b = "net"
+bandwidth = "12.5 GB/s"
+latency = "1 us"
+kind = "network"
+"""
+
+
+def test_good_file_round_trips_with_engines_and_gpudirect(tmp_path) -> None:
+    (tmp_path / "good.toml").write_text(GOOD)
+    spec = load_cluster_toml(tmp_path / "good.toml")
+    assert [m.gpudirect_rdma for m in spec.machines] == [True, False]  # b leaves it out: false
+    assert [spec.gpu(g).copy_engines for g in spec.gpu_nodes()] == [3, 1]
+    text = spec.to_toml()
+    assert "gpudirect_rdma = true" in text and "gpudirect_rdma = false" in text
+    again = cluster_from_dict(tomllib.loads(text), "again.toml")
+    assert again == spec and again.to_toml() == text
+    shown = spec.describe()
+    assert "a: 1 x X (16 GiB, 10 TFLOP/s, 3 copy engines); host 64 GiB, 8 cores; GPUDirect RDMA" in shown
+    assert "b: 1 x X (16 GiB, 10 TFLOP/s, 1 copy engine); host 64 GiB, 16 cores; no GPUDirect RDMA" in shown
+
+
+def test_presets_have_gpudirect_where_the_real_systems_do() -> None:
+    expected = {
+        "roc-4x4p100-nvlink-ib": True,  # Mellanox EDR InfiniBand
+        "perlmutter-4xa100-slingshot": True,  # HPE Slingshot-11
+        "hopgnn-4xa100-10gbe": False,  # commodity 10 Gb/s Ethernet
+        "neugraph-8xp100-pcie": False,  # single machines: no NIC
+        "v100x8-nvlink-bridge": False,
+        "v100x8-nvswitch": False,
+        "h100-1x": False,
+        "h200-1x": False,
+    }
+    assert set(expected) == set(PRESETS)
+    for name, flag in expected.items():
+        assert {m.gpudirect_rdma for m in load_hardware(name).machines} == {flag}, name

@@ -3,6 +3,10 @@
 Bandwidths are effective (what a copy achieves), not signalling rates: PCIe 3.0 x16
 about 12 GB/s, PCIe 4.0 x16 about 24 GB/s, PCIe 5.0 x16 about 48 GB/s. Calibration
 replaces them with measured values (see ``sim`` calibration).
+
+GPUDirect RDMA (``MachineSpec.gpudirect_rdma``) is on where the real system has it and
+off elsewhere; each multi-machine preset says why in a comment. Single-machine presets
+leave it off: they have no NIC and no copy to another machine, so it would change nothing.
 """
 
 from __future__ import annotations
@@ -42,8 +46,10 @@ class _Builder:
         self.transit: dict[str, str] = {}
         self.links: list[LinkSpec] = []
 
-    def machine(self, name: str, gpu: GPUSpec, n_gpus: int, host_gb: float, cores: int) -> MachineSpec:
-        m = MachineSpec(name, tuple([gpu] * n_gpus), int(host_gb * GiB), cores)
+    def machine(
+        self, name: str, gpu: GPUSpec, n_gpus: int, host_gb: float, cores: int, gpudirect_rdma: bool = False
+    ) -> MachineSpec:
+        m = MachineSpec(name, tuple([gpu] * n_gpus), int(host_gb * GiB), cores, gpudirect_rdma=gpudirect_rdma)
         self.machines.append(m)
         # Host DRAM hangs off the PCIe root complex; devices attach to the root complex,
         # so GPU <-> NIC traffic crosses it without passing through a memory node.
@@ -83,7 +89,10 @@ def roc_4x4p100_nvlink_ib(machines: int = 4) -> ClusterSpec:
     b = _Builder()
     net = b.switch("net", "network")
     for i in range(machines):
-        m = b.machine(f"m{i}", P100, 4, 256, 20)
+        # GPUDirect RDMA on: the nodes are joined by Mellanox EDR InfiniBand, whose HCAs
+        # (with the nv_peer_mem / peer-memory driver) read and write P100 memory directly;
+        # GPUDirect RDMA has shipped for Tesla GPUs on Mellanox IB since Kepler.
+        m = b.machine(f"m{i}", P100, 4, 256, 20, gpudirect_rdma=True)
         gpus = m.gpu_nodes()
         for s in range(2):
             sw = b.switch(f"m{i}.pcie{s}", "pcie-switch")
@@ -135,6 +144,9 @@ def hopgnn_4xa100_10gbe(machines: int = 4) -> ClusterSpec:
     b = _Builder()
     net = b.switch("net", "network")
     for i in range(machines):
+        # GPUDirect RDMA off: HopGNN's servers are joined by commodity 10 Gb/s Ethernet
+        # (section 5) with no RDMA NIC named; PyTorch's communication runs over TCP
+        # sockets there, so remote data is staged through host memory.
         m = b.machine(f"m{i}", A100_40, 1, 128, 48)
         b.link(rc(m), m.gpu_nodes()[0], PCIE4, PCIE_LAT, "pcie")
         nic = b.switch(f"m{i}.nic", "nic")
@@ -148,7 +160,10 @@ def perlmutter_4xa100_slingshot(machines: int = 4) -> ClusterSpec:
     b = _Builder()
     net = b.switch("net", "network")
     for i in range(machines):
-        m = b.machine(f"m{i}", A100_40, 4, 256, 64)
+        # GPUDirect RDMA on: Perlmutter's GPU nodes have HPE Slingshot-11 NICs that read
+        # and write A100 memory directly (GPU-aware Cray MPICH and NCCL's libfabric
+        # plugin use it), so GPU-to-GPU traffic between nodes skips host memory.
+        m = b.machine(f"m{i}", A100_40, 4, 256, 64, gpudirect_rdma=True)
         gpus = m.gpu_nodes()
         for gi, g in enumerate(gpus):
             b.link(rc(m), g, PCIE4, PCIE_LAT, "pcie")

@@ -11,6 +11,16 @@ Every link is full duplex: each direction has the full bandwidth, shared only by
 transfers going that way (H2D and D2H do not compete, as on real PCIe). Data never
 passes *through* a memory node; routes go memory -> transit nodes -> memory.
 
+GPUDirect RDMA (``MachineSpec.gpudirect_rdma``, TOML key ``gpudirect_rdma`` in each
+``[[machines]]`` table, default false): the machine's NICs read and write GPU memory
+directly over PCIe (peer-to-peer between the NIC and the GPU), so a GPU-to-network copy
+bounces through no host DRAM buffer and uses no GPU copy engine: the NIC's own DMA engine
+moves the data. Without it, a copy between a GPU and another machine is staged through
+host memory: a device-to-host copy (on a GPU copy engine), the network transfer from host
+memory, and a host-to-device copy on the far side. The flag describes the whole machine
+(its NICs, driver stack and PCIe topology together), as the papers' testbeds are
+described: InfiniBand or Slingshot with GPUDirect, or commodity Ethernet without.
+
 Bandwidths are bytes/s, latencies seconds, sizes bytes, compute FLOP/s.
 """
 
@@ -33,19 +43,39 @@ from workbench.hardware.units import (
 )
 from workbench.tomlfile import read_toml
 
+MAX_COPY_ENGINES = 64  # far above any GPU's asyncEngineCount; a larger number is a typo
 LINK_KINDS = ("host", "pcie", "pcie-uplink", "nvlink", "nvswitch", "nic", "network", "qpi", "other")
 TRANSIT_KINDS = ("pcie-switch", "nvswitch", "nic", "network", "root-complex")
 
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """One GPU model; its memory node is ``<machine>.gpu<index>``."""
+    """One GPU model; its memory node is ``<machine>.gpu<index>``.
+
+    ``copy_engines`` (an integer from 1 to 64; CUDA's ``asyncEngineCount``) is how many
+    DMA copy engines the GPU has. How copies map onto them:
+
+    * 1 engine: every copy (host-to-device, device-to-host, peer) shares it, one at a time.
+    * 2 engines (CUDA's asyncEngineCount=2): one for copies into the GPU from host, one
+      for copies out of it (to host, and peer copies the GPU sends).
+    * N >= 3: one inbound, one outbound, and the remaining N-2 as a pool for peer copies
+      the GPU sends.
+
+    A peer copy (over NVLink, NVSwitch or PCIe peer-to-peer) takes an engine of the
+    SOURCE GPU only: CUDA and NCCL push peer data as remote writes from the sender
+    (posted writes are faster than reads over NVLink/PCIe), so the destination GPU's
+    engines stay free for its own host copies.
+
+    A copy to another machine holds no copy engine when the machine has GPUDirect RDMA
+    (:attr:`MachineSpec.gpudirect_rdma`); without it, its device-to-host and
+    host-to-device stages use the engines as any host copy does.
+    """
 
     model: str
     memory_bytes: int
     flops: float  # peak FP32 FLOP/s; the cost model scales by an efficiency
     memory_bandwidth: float  # device memory bytes/s (gathers, sparse aggregation)
-    copy_engines: int = 2  # separate H2D and D2H engines, as on real GPUs
+    copy_engines: int = 2  # one inbound and one outbound engine, as on most real GPUs
 
 
 @dataclass(frozen=True)
@@ -55,6 +85,8 @@ class MachineSpec:
     host_memory_bytes: int
     cpu_cores: int = 16
     host_memory_bandwidth: float = 50e9
+    # The NICs read and write GPU memory directly (see the module docstring).
+    gpudirect_rdma: bool = False
 
     def gpu_nodes(self) -> list[str]:
         return [f"{self.name}.gpu{i}" for i in range(len(self.gpus))]
@@ -130,11 +162,15 @@ class ClusterSpec:
             kinds = sorted({g.model for g in m.gpus})
             gpu = m.gpus[0] if m.gpus else None
             gtxt = (
-                f"{len(m.gpus)} x {'/'.join(kinds)} ({format_size(gpu.memory_bytes)}, {format_rate(gpu.flops)})"
+                f"{len(m.gpus)} x {'/'.join(kinds)} ({format_size(gpu.memory_bytes)}, {format_rate(gpu.flops)},"
+                f" {_engines(m.gpus)})"
                 if gpu
                 else "no GPU"
             )
-            lines.append(f"  {m.name}: {gtxt}; host {format_size(m.host_memory_bytes)}, {m.cpu_cores} cores")
+            rdma = "GPUDirect RDMA" if m.gpudirect_rdma else "no GPUDirect RDMA"
+            lines.append(
+                f"  {m.name}: {gtxt}; host {format_size(m.host_memory_bytes)}, {m.cpu_cores} cores; {rdma}"
+            )
         if self.transit:
             lines.append("switches and fabric: " + ", ".join(f"{n} ({k})" for n, k in self.transit.items()))
         lines.append(f"links: {len(self.links)}")
@@ -154,6 +190,7 @@ class ClusterSpec:
                     "host_memory": format_size(m.host_memory_bytes),
                     "host_memory_bandwidth": format_bandwidth(m.host_memory_bandwidth),
                     "cpu_cores": m.cpu_cores,
+                    "gpudirect_rdma": m.gpudirect_rdma,
                     "gpus": [
                         {
                             "model": g.model,
@@ -184,6 +221,26 @@ class ClusterSpec:
         return _dict_to_toml(self.to_dict())
 
 
+def _engines(gpus: tuple[GPUSpec, ...]) -> str:
+    counts = sorted({g.copy_engines for g in gpus})
+    text = "/".join(str(c) for c in counts)
+    return f"{text} copy engine{'' if counts == [1] else 's'}"
+
+
+def copy_engines_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid ``copy_engines`` (None when it is): an int, not a bool, 1..64."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COPY_ENGINES:
+        return f"copy_engines must be an integer from 1 to {MAX_COPY_ENGINES}, got {value!r}"
+    return None
+
+
+def gpudirect_problem(value: object) -> str | None:
+    """Why ``value`` is not a valid ``gpudirect_rdma`` (None when it is): true or false."""
+    if not isinstance(value, bool):
+        return f"gpudirect_rdma must be true or false, got {value!r}"
+    return None
+
+
 def validate_cluster(spec: ClusterSpec) -> None:
     where = f"cluster {spec.name!r}"
     if not spec.machines:
@@ -202,7 +259,11 @@ def validate_cluster(spec: ClusterSpec) -> None:
             )
         if m.cpu_cores < 1:
             raise ConfigError(f"{where}: machines.{m.name}.cpu_cores must be at least 1, got {m.cpu_cores}")
+        if problem := gpudirect_problem(m.gpudirect_rdma):
+            raise ConfigError(f"{where}: machines.{m.name}.{problem}")
         for i, g in enumerate(m.gpus):
+            if problem := copy_engines_problem(g.copy_engines):
+                raise ConfigError(f"{where}: {m.name}.gpu{i}.{problem}")
             for attr in ("memory_bytes", "flops", "memory_bandwidth"):
                 if getattr(g, attr) <= 0:
                     raise ConfigError(
@@ -239,22 +300,38 @@ def _require(table: dict[str, Any], key: str, where: str) -> Any:
     return table[key]
 
 
-def cluster_from_dict(data: dict[str, Any], source: str = "<dict>") -> ClusterSpec:
-    """Build and validate a cluster from the TOML layout that :meth:`ClusterSpec.to_toml` writes."""
-    known_top = {"name", "description", "machines", "switches", "links"}
-    extra = set(data) - known_top
+def _check_fields(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    """A misspelt key (``gpudirect = true``) is an error, not a silently ignored field."""
+    extra = set(table) - allowed
     if extra:
         raise ConfigError(
-            f"{source}: unknown field(s) {', '.join(sorted(extra))}; allowed: {', '.join(sorted(known_top))}"
+            f"{where}: unknown field(s) {', '.join(sorted(extra))}; allowed: {', '.join(sorted(allowed))}"
         )
+
+
+_TOP_FIELDS = {"name", "description", "machines", "switches", "links"}
+_MACHINE_FIELDS = {"name", "host_memory", "host_memory_bandwidth", "cpu_cores", "gpudirect_rdma", "gpus"}
+_GPU_FIELDS = {"model", "memory", "flops", "memory_bandwidth", "copy_engines"}
+_SWITCH_FIELDS = {"name", "kind"}
+_LINK_FIELDS = {"a", "b", "kind", "bandwidth", "latency"}
+
+
+def cluster_from_dict(data: dict[str, Any], source: str = "<dict>") -> ClusterSpec:
+    """Build and validate a cluster from the TOML layout that :meth:`ClusterSpec.to_toml` writes."""
+    _check_fields(data, _TOP_FIELDS, source)
     name = str(_require(data, "name", source))
     machines = []
     for i, m in enumerate(_require(data, "machines", source)):
         w = f"{source}: machines[{i}]"
+        _check_fields(m, _MACHINE_FIELDS, w)
         gpus_raw = m.get("gpus", [])
         gpus = []
         for j, g in enumerate(gpus_raw):
             gw = f"{w}.gpus[{j}]"
+            _check_fields(g, _GPU_FIELDS, gw)
+            engines = g.get("copy_engines", 2)
+            if problem := copy_engines_problem(engines):
+                raise ConfigError(f"{gw}.{problem}")
             gpus.append(
                 GPUSpec(
                     model=str(_require(g, "model", gw)),
@@ -263,9 +340,12 @@ def cluster_from_dict(data: dict[str, Any], source: str = "<dict>") -> ClusterSp
                     memory_bandwidth=parse_bandwidth(
                         _require(g, "memory_bandwidth", gw), f"{gw}.memory_bandwidth"
                     ),
-                    copy_engines=int(g.get("copy_engines", 2)),
+                    copy_engines=engines,
                 )
             )
+        rdma = m.get("gpudirect_rdma", False)
+        if problem := gpudirect_problem(rdma):
+            raise ConfigError(f"{w}.{problem}")
         machines.append(
             MachineSpec(
                 name=str(_require(m, "name", w)),
@@ -275,15 +355,18 @@ def cluster_from_dict(data: dict[str, Any], source: str = "<dict>") -> ClusterSp
                 host_memory_bandwidth=parse_bandwidth(
                     m.get("host_memory_bandwidth", 50e9), f"{w}.host_memory_bandwidth"
                 ),
+                gpudirect_rdma=rdma,
             )
         )
     transit = {}
     for i, s in enumerate(data.get("switches", [])):
         w = f"{source}: switches[{i}]"
+        _check_fields(s, _SWITCH_FIELDS, w)
         transit[str(_require(s, "name", w))] = str(_require(s, "kind", w))
     links = []
     for i, link in enumerate(_require(data, "links", source)):
         w = f"{source}: links[{i}]"
+        _check_fields(link, _LINK_FIELDS, w)
         links.append(
             LinkSpec(
                 a=str(_require(link, "a", w)),
