@@ -5,21 +5,48 @@ bandwidth: link ``i`` of the spec is directed link ``2*i`` (a -> b) and ``2*i + 
 (b -> a). Routes go memory -> transit nodes -> memory: data never passes *through* a
 host or GPU memory.
 
-Route choice: the widest path (largest bottleneck bandwidth), ties broken by fewest
-hops, then by node names (neighbours are explored in sorted order). Widest-then-
-shortest is not a property plain Dijkstra preserves, so it is found in two passes:
-a widest-path search gives the best bottleneck W, then a breadth-first search over
-links of bandwidth >= W gives the fewest hops. Routes are cached per (src, dst).
+Route choice follows what the hardware does, not what would be fastest:
+
+1. Between two GPUs, a direct NVLink or NVSwitch path (only links of kind ``nvlink``
+   or ``nvswitch``, through transit nodes only) is used whenever one exists, even when
+   a PCIe path is wider or shorter. Among several such paths: fewest hops, then the
+   widest (largest bottleneck bandwidth), then node names.
+2. Otherwise, and for every route that involves a host memory, a NIC or the network:
+   the fewest hops, ties broken by width, then by node names.
+
+Why: CUDA peer access (``cudaMemcpyPeer``, NCCL's P2P transport) goes over NVLink
+whenever the two GPUs are NVLink-connected, and over PCIe only when they are not; and a
+PCIe fabric is a tree in which switches forward a packet by its address towards the
+target, so the path is the tree's unique (shortest) path. No piece of hardware computes
+a widest path, so the simulator must not either: with a 12 GB/s NVLink beside a 16 GB/s
+PCIe path, a peer copy really runs at 12 GB/s.
+
+Ties: among equal-hop paths the one with the largest bottleneck wins; among those, the
+node sequence that is first in name order (compared position by position), and among
+parallel links between the same two nodes, the widest, then the first in the spec.
+
+Parallel links: two spec links between the same pair of nodes (say an NVLink and a
+PCIe peer link) are both kept in :attr:`Topology.adjacency`, so the NVLink rule can
+choose by kind; a route uses one of them and never both (they are not aggregated). To
+model bonded links (several NVLink bricks between two GPUs), write one link with their
+summed bandwidth.
+
+The search: a breadth-first search from each end gives every node's hop distance to
+``src`` and to ``dst``; the links on some shortest path form a layered DAG; a pass from
+``dst`` backwards gives each node's best bottleneck to ``dst`` over that DAG, and a
+walk from ``src`` takes, at each step, the first neighbour (by name) that keeps that
+best bottleneck. Routes are cached per (src, dst).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from dataclasses import dataclass
 
 from workbench.errors import PlanError
 from workbench.hardware.spec import ClusterSpec
+
+PEER_KINDS = frozenset({"nvlink", "nvswitch"})  # link kinds of a direct GPU-to-GPU path
 
 
 @dataclass(frozen=True)
@@ -44,22 +71,24 @@ class Topology:
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
         self.memories: frozenset[str] = frozenset(cluster.memory_nodes())
+        self._gpus: frozenset[str] = frozenset(cluster.gpu_nodes())
         self.capacity: list[float] = []
         self.latency: list[float] = []
         self.link_names: list[str] = []
-        # node -> sorted list of (neighbour, directed link id); parallel links keep the widest.
-        adjacency: dict[str, dict[str, int]] = {n: {} for n in cluster.nodes()}
+        self._peer: list[bool] = []  # directed link id -> is it an NVLink/NVSwitch link
+        # node -> [(neighbour, directed link id)], by neighbour name, then widest link
+        # first, then link id. Every parallel link is kept (see the module docstring).
+        adjacency: dict[str, list[tuple[str, int]]] = {n: [] for n in cluster.nodes()}
         for link in cluster.links:
             for a, b in ((link.a, link.b), (link.b, link.a)):
                 lid = len(self.capacity)
                 self.capacity.append(float(link.bandwidth))
                 self.latency.append(float(link.latency))
                 self.link_names.append(f"{a}->{b}")
-                best = adjacency[a].get(b)
-                if best is None or self.capacity[best] < link.bandwidth:
-                    adjacency[a][b] = lid
+                self._peer.append(link.kind in PEER_KINDS)
+                adjacency[a].append((b, lid))
         self.adjacency: dict[str, list[tuple[str, int]]] = {
-            n: sorted(nbrs.items()) for n, nbrs in adjacency.items()
+            n: sorted(nbrs, key=lambda e: (e[0], -self.capacity[e[1]], e[1])) for n, nbrs in adjacency.items()
         }
         self._routes: dict[tuple[str, str], Route | None] = {}
 
@@ -77,60 +106,75 @@ class Topology:
         return r
 
     # ---- search --------------------------------------------------------------
-    def _passable(self, node: str, dst: str) -> bool:
-        return node == dst or node not in self.memories
-
-    def _widest(self, src: str, dst: str) -> float:
-        best = {src: float("inf")}
-        heap = [(-float("inf"), src)]
-        while heap:
-            neg, node = heapq.heappop(heap)
-            width = -neg
-            if width < best.get(node, -1.0):
-                continue
-            if node == dst:
-                return width
-            if node != src and node in self.memories:
-                continue
-            for nbr, lid in self.adjacency[node]:
-                if not self._passable(nbr, dst):
-                    continue
-                w = min(width, self.capacity[lid])
-                if w > best.get(nbr, -1.0):
-                    best[nbr] = w
-                    heapq.heappush(heap, (-w, nbr))
-        return 0.0
-
     def _find(self, src: str, dst: str) -> Route | None:
         if src == dst:
             return Route(src, dst, (), (src,), 0.0, float("inf"))
-        width = self._widest(src, dst)
-        if width <= 0.0:
-            return None
-        parent: dict[str, tuple[str, int]] = {}
-        seen = {src}
-        queue = deque([src])
+        if src in self._gpus and dst in self._gpus:
+            peer = self._shortest_widest(src, dst, peer_only=True)
+            if peer is not None:
+                return peer
+        return self._shortest_widest(src, dst, peer_only=False)
+
+    def _hops(self, start: str, end: str, peer_only: bool) -> dict[str, int]:
+        """Hop distance from ``start`` to every node reachable without passing through a memory."""
+        dist = {start: 0}
+        queue = deque([start])
         while queue:
             node = queue.popleft()
-            if node == dst:
-                break
-            if node != src and node in self.memories:
-                continue
+            if node != start and node in self.memories:
+                continue  # reached ``end`` (other memories are never entered)
             for nbr, lid in self.adjacency[node]:
-                if nbr in seen or self.capacity[lid] < width or not self._passable(nbr, dst):
+                if nbr in dist or (peer_only and not self._peer[lid]):
                     continue
-                seen.add(nbr)
-                parent[nbr] = (node, lid)
+                if nbr in self.memories and nbr != end:
+                    continue
+                dist[nbr] = dist[node] + 1
                 queue.append(nbr)
+        return dist
+
+    def _shortest_widest(self, src: str, dst: str, peer_only: bool) -> Route | None:
+        """Fewest hops, then the largest bottleneck, then the first node names."""
+        from_src = self._hops(src, dst, peer_only)
+        if dst not in from_src:
+            return None
+        # Links are full duplex with the same kind and width both ways, so hops from
+        # ``dst`` over the same adjacency are hops *to* ``dst``.
+        to_dst = self._hops(dst, src, peer_only)
+        hops = from_src[dst]
+
+        def on_shortest(node: str, nbr: str, lid: int) -> bool:
+            return (
+                nbr in to_dst
+                and from_src[node] + 1 + to_dst[nbr] == hops
+                and not (peer_only and not self._peer[lid])
+            )
+
+        # Best bottleneck from each node on a shortest path to dst, layer by layer backwards.
+        layers: dict[int, list[str]] = {}
+        for node, d in from_src.items():
+            if node in to_dst and d + to_dst[node] == hops:
+                layers.setdefault(d, []).append(node)
+        best = {dst: float("inf")}
+        for d in range(hops - 1, -1, -1):
+            for node in layers[d]:
+                best[node] = max(
+                    min(self.capacity[lid], best[nbr])
+                    for nbr, lid in self.adjacency[node]
+                    if nbr in best and on_shortest(node, nbr, lid)
+                )
+        width = best[src]
+        # Walk forward taking the first neighbour (name, then widest link) that keeps ``width``.
+        nodes = [src]
         links: list[int] = []
-        nodes = [dst]
-        node = dst
-        while node != src:
-            node, lid = parent[node]
-            links.append(lid)
+        node = src
+        while node != dst:
+            node, lid = next(
+                (nbr, lid)
+                for nbr, lid in self.adjacency[node]
+                if nbr in best and on_shortest(node, nbr, lid) and min(self.capacity[lid], best[nbr]) >= width
+            )
             nodes.append(node)
-        links.reverse()
-        nodes.reverse()
+            links.append(lid)
         return Route(
             src,
             dst,
