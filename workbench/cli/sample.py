@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help='sampler parameter, repeatable (bulk=32, spgemm="scipy", algorithm="ladies", factor=3.0)',
+        help='sampler parameter, repeatable (bulk=32, spgemm="torch", torch_device="cuda", algorithm="ladies", factor=3.0)',
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the batches and of the sampler (default 0)")
     p.set_defaults(handler=_sample)

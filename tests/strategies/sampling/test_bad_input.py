@@ -94,8 +94,20 @@ def test_fastgcn_layer_larger_than_graph() -> None:
 def test_bulk_matrix_conflicting_arguments() -> None:
     with pytest.raises(ConfigError, match="unknown algorithm 'sage'; allowed: graphsage, ladies"):
         SAMPLERS.create("bulk-matrix", algorithm="sage", fanouts=[2])
-    with pytest.raises(ConfigError, match="unknown spgemm 'cusparse'; allowed: auto, fused, scipy, torch"):
+    with pytest.raises(ConfigError, match="unknown spgemm 'cusparse'; allowed: fused, scipy, torch"):
         SAMPLERS.create("bulk-matrix", fanouts=[2], spgemm="cusparse")
+    with pytest.raises(
+        ConfigError, match="spgemm='auto' is gone .it followed the machine.; name the back end"
+    ):
+        SAMPLERS.create("bulk-matrix", fanouts=[2], spgemm="auto")
+    with pytest.raises(
+        ConfigError, match="torch_device='cuda' belongs to spgemm='torch' .spgemm is 'fused'."
+    ):
+        SAMPLERS.create("bulk-matrix", fanouts=[2], torch_device="cuda")
+    with pytest.raises(ConfigError, match="torch_device 'gpu0' is not a torch device name"):
+        SAMPLERS.create("bulk-matrix", fanouts=[2], spgemm="torch", torch_device="gpu0")
+    with pytest.raises(ConfigError, match="torch_device must be a device name"):
+        SAMPLERS.create("bulk-matrix", fanouts=[2], spgemm="torch", torch_device=0)
     with pytest.raises(ConfigError, match="needs fanouts"):
         SAMPLERS.create("bulk-matrix")
     with pytest.raises(ConfigError, match="layer_sizes belongs to algorithm='ladies'"):

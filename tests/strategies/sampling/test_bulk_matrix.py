@@ -1,12 +1,17 @@
-"""bulk-matrix specifics: recycled output buffers never overwrite live minibatches; back-end choice."""
+"""bulk-matrix specifics: recycled output buffers never overwrite live minibatches; back-end choice.
+
+That every back end gives the same samples is tested in test_bulk_backends.py.
+"""
 
 from __future__ import annotations
 
 import copy
 
 import numpy as np
+import pytest
 import torch
 
+from workbench.errors import WorkbenchError
 from workbench.graph.generators import erdos_renyi
 from workbench.registry import SAMPLERS
 from workbench.strategies.sampling import _kernels
@@ -85,16 +90,28 @@ def test_pool_reuses_only_released_buffers() -> None:
     assert address(pool.empty(3 * n // 5)) == a_address
 
 
-def test_backend_resolution() -> None:
+def test_backend_resolution(monkeypatch) -> None:
+    """The back end and the torch device are parameters; their defaults do not look at the machine."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU would change nothing
     graphsage = SAMPLERS.create("bulk-matrix", fanouts=[2])
     ladies = SAMPLERS.create("bulk-matrix", algorithm="ladies", layer_sizes=[2])
-    if torch.cuda.is_available():
-        assert graphsage.backend() == ladies.backend() == "torch"
-    else:
-        assert graphsage.backend() == "fused"
-        assert ladies.backend() == "scipy"
+    assert graphsage.backend() == graphsage.spgemm == "fused"
+    assert ladies.backend() == "scipy"
     assert SAMPLERS.create("bulk-matrix", fanouts=[2], spgemm="scipy").backend() == "scipy"
-    assert "bulk=32" in repr(graphsage)
+    on_torch = SAMPLERS.create("bulk-matrix", fanouts=[2], spgemm="torch")
+    assert on_torch.torch_device == "cpu"
+    on_torch.sample(erdos_renyi(50, 4.0, seed=0), np.arange(5), np.random.default_rng(0))
+    assert str(on_torch._torch_backend().device) == "cpu"
+    assert "bulk=32" in repr(graphsage) and "spgemm='fused'" in repr(graphsage)
+    assert "torch_device='cpu'" in repr(on_torch) and "torch_device" not in repr(graphsage)
+
+
+def test_torch_device_is_the_callers() -> None:
+    sampler = SAMPLERS.create("bulk-matrix", fanouts=[2], spgemm="torch", torch_device="cuda:1")
+    assert sampler.torch_device == "cuda:1"  # checked for form here; for use when it samples
+    if not torch.cuda.is_available():
+        with pytest.raises(WorkbenchError, match="torch_device 'cuda:1' is not usable here"):
+            sampler.sample(erdos_renyi(50, 4.0, seed=0), np.arange(5), np.random.default_rng(0))
 
 
 def test_fused_relabel_restores_scratch_and_is_deterministic() -> None:

@@ -527,46 +527,45 @@ def relabel_block(
 
 
 @njit(parallel=True, cache=True)
-def relabel_blocks(
+def relabel_words_batches(
     row_ptr: np.ndarray,
     dst: np.ndarray,
     counts: np.ndarray,
     offsets: np.ndarray,
     picked: np.ndarray,
-    mappings: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Many blocks at once (bulk sampling): batch ``b`` owns rows ``row_ptr[b]:row_ptr[b+1]``.
+    words: np.ndarray,
+    edge_src: np.ndarray,
+    edge_dst: np.ndarray,
+    src: np.ndarray,
+    num_src: np.ndarray,
+) -> None:
+    """Step 3 of many blocks whose draws ``picked`` (global ids, row by row) were made elsewhere.
 
-    Returns the concatenated edge_src / edge_dst (aligned with ``picked``), a source
-    buffer where batch ``b``'s sources start at ``row_ptr[b] + offsets[row_ptr[b]]``,
-    and each batch's source count. Batches are split into one contiguous chunk per
-    row of ``mappings`` (one scratch array per thread).
+    Batch ``b`` owns stacked rows ``row_ptr[b]:row_ptr[b+1]`` and edge slots
+    ``offsets[row_ptr[b]]:offsets[row_ptr[b+1]]``; local ids by :func:`_relabel_words`,
+    so the blocks are those :func:`uniform_its_relabel_batches` builds from the same
+    draws (the torch back end draws on its device, then relabels here). Layout of the
+    outputs as in :func:`its_relabel_batches`; ``words``: one scratch row per thread,
+    batches split into one contiguous chunk per row.
     """
     nb = row_ptr.shape[0] - 1
-    src = np.empty(dst.shape[0] + picked.shape[0], dtype=np.int64)
-    edge_src = np.empty(picked.shape[0], dtype=np.int64)
-    edge_dst = np.empty(picked.shape[0], dtype=np.int64)
-    num_src = np.zeros(nb, dtype=np.int64)
-    chunks = mappings.shape[0]
+    chunks = words.shape[0]
     for c in prange(chunks):
-        lo = (nb * c) // chunks
-        hi = (nb * (c + 1)) // chunks
-        for b in range(lo, hi):
-            r0 = row_ptr[b]
-            r1 = row_ptr[b + 1]
+        for bt in range((nb * c) // chunks, (nb * (c + 1)) // chunks):
+            r0 = row_ptr[bt]
+            r1 = row_ptr[bt + 1]
             e0 = offsets[r0]
             e1 = offsets[r1]
             s0 = r0 + e0
-            num_src[b] = _relabel_one(
+            num_src[bt] = _relabel_words(
                 dst[r0:r1],
                 counts[r0:r1],
                 picked[e0:e1],
-                mappings[c],
+                words[c],
                 src[s0 : s0 + (r1 - r0) + (e1 - e0)],
                 edge_src[e0:e1],
                 edge_dst[e0:e1],
             )
-    return src, edge_src, edge_dst, num_src
 
 
 @njit(parallel=True, cache=True)

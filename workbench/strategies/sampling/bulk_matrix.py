@@ -31,26 +31,54 @@ destination vertex, stacked over batches) and column extraction one smaller SpGE
 batch with its column extraction matrix ``Q_C`` (the paper's block-diagonal product,
 split per batch as its section 8.2.2 does to keep the hypersparse ``Q_C`` small).
 
-SpGEMM back ends (``spgemm``), chosen inside this module only (the one place a strategy
-looks for a device: it picks the array library the paper runs on, nothing else):
+SpGEMM back ends (``spgemm``, a parameter like any other: the default is the same on
+every machine, ``"fused"`` for GraphSAGE and ``"scipy"`` for LADIES, and the sampler
+never looks at the machine; whoever builds it, a run configuration or an executor,
+names the back end and, for ``"torch"``, the device):
 
 ``"scipy"``
-    ``scipy.sparse`` SpGEMM on the CPU, ITS on the materialized ``P`` (a numba
-    kernel: prefix sums, binary search, distinct draws);
+    ``scipy.sparse`` SpGEMM on the CPU, ITS on the rows of the materialized ``P`` (numba
+    kernels on the host);
 ``"torch"``
-    ``torch`` sparse CSR SpGEMM and a vectorized ITS (global prefix sum,
-    ``searchsorted``, drawn entries zeroed between rounds) on CUDA when available,
-    else on the CPU; sampled ids come back to the host for extraction;
+    ``torch`` sparse CSR SpGEMM on ``torch_device`` (default ``"cpu"``; ``"cuda"`` or
+    ``"cuda:N"`` for a GPU); GraphSAGE's ITS runs there too, vectorized in rounds
+    (:meth:`_TorchSpGEMM.uniform_positions`), and the sampled ids come back to the host
+    for extraction; LADIES' ``P`` comes back to the host for ITS and extraction;
 ``"fused"`` (GraphSAGE only)
     the product with GraphSAGE's ``Q`` (one 1 per row) copies rows of ``A``; this back
     end reads those rows of ``A`` in place instead of copying them into ``P`` (on
     products-like the materialized ``P`` of 32 batches has 91 M entries and scipy needs
-    4.5 s for it), and since an unweighted row of ``P`` is uniform, its prefix sum is
-    ``(j + 1) / deg`` and the binary search for ``u`` is ``floor(u * deg)``. Same
-    steps, same distribution, no materialized ``P``;
-``"auto"`` (default)
-    ``torch`` when a CUDA device is present, else ``fused`` for GraphSAGE and
-    ``scipy`` for LADIES.
+    4.5 s for it). Same steps, same samples, no materialized ``P``.
+
+Same seed, same samples, whatever the back end. GraphSAGE's rows of ``P`` are uniform
+(every entry ``1 / deg``), so the prefix sum of row ``i`` is ``(j + 1) / deg`` and the
+binary search for a uniform number ``u`` is ``floor(u * deg)``: all three back ends
+run step 2 in this closed form, with row ``i``'s ``j``-th number from one counter-based
+stream (:func:`._kernels._uniform`, from one seed per layer drawn from the caller's
+generator), a repeat drawn again, and the same rule for rows that keep all their
+entries or (at most 64 entries, keeping more than half) draw the ones they leave out.
+The torch back end computes those numbers with int64 arithmetic on its device, bit for
+bit (integer operations and one exactly rounded multiplication, so CUDA gives the same
+numbers as the CPU; tested here on the CPU only), and all three relabel with the same
+kernel: their blocks are equal array for array (``tests/strategies/sampling/
+test_bulk_backends.py``). This holds when ``P``'s rows are ``A``'s rows, which is the
+case for every graph the workbench builds (rows sorted, no duplicate edges; scipy's and
+torch's ``P`` are sorted by column). Where it does not hold, by construction:
+
+* a graph with duplicate edges: scipy's SpGEMM merges the copies of an edge into one
+  entry of weight ``copies / deg``, so its row is not uniform and the scipy back end
+  draws it with the weighted ITS (prefix sums of the remaining weights, rounds with
+  drawn entries set to zero: distinct neighbors, weighted by multiplicity), while fused
+  draws edges (DGL's way: both copies can be drawn); torch's SpGEMM decides for itself
+  (torch 2.13 on the CPU keeps the copies, so torch draws like fused);
+* a ``CSRGraph`` built by hand with unsorted rows: scipy and torch sort ``P``'s columns,
+  fused reads ``A``'s order; the same distribution, other samples.
+
+LADIES' rows are weighted; scipy and torch run its step 2 with the same numba kernel on
+the host, from ``P`` computed by their own SpGEMM. The two products sum the same terms,
+possibly in another order, so ``P`` can differ in the last bits, and a draw can differ
+only when ``u`` falls within that rounding of a prefix-sum boundary (on the order of
+1e-16 per draw); the samples are otherwise equal and the edge weights equal to rounding.
 
 On a CPU, steps 2 and 3 of GraphSAGE run fused in one numba kernel per layer
 (:func:`._kernels.uniform_its_relabel_batches`), batch by batch with the batches spread
@@ -101,18 +129,9 @@ from workbench.strategies.sampling.base import Block, Minibatch, Sampler, check_
 from workbench.strategies.sampling.ladies import NormalizedAdjacencyCache, layerwise_block
 
 ALGORITHMS = ("graphsage", "ladies")
-SPGEMM_BACKENDS = ("auto", "fused", "scipy", "torch")
+SPGEMM_BACKENDS = ("fused", "scipy", "torch")
 WHO = "sampler 'bulk-matrix'"
 _NO_WEIGHTS = np.empty(0, dtype=np.float64)
-
-
-def cuda_available() -> bool:
-    """Whether torch sees a CUDA device (False when torch is missing)."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return False
-    return bool(torch.cuda.is_available())
 
 
 def row_normalize(p: sp.csr_matrix) -> sp.csr_matrix:
@@ -140,14 +159,63 @@ def batch_indicator_matrix(batches: Sequence[np.ndarray], num_cols: int) -> sp.c
     return sp.csr_matrix((np.ones(cols.shape[0]), cols, offsets_of(lengths)), shape=(len(batches), num_cols))
 
 
-class _TorchSpGEMM:
-    """``torch`` sparse CSR products and ITS on one device, with the right operands cached there."""
+def _per_batch(
+    row_ptr: np.ndarray, offsets: np.ndarray, edge_src: np.ndarray, edge_dst: np.ndarray, src: np.ndarray,
+    num_src: np.ndarray,
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:  # fmt: skip
+    """Per batch views (src, edge_src, edge_dst) of a layer's stacked outputs (layout of the relabel kernels)."""
+    k = row_ptr.shape[0] - 1
+    edge_ptr = offsets[row_ptr]
+    src_start = row_ptr[:-1] + edge_ptr[:-1]
+    return (
+        [src[src_start[b] : src_start[b] + num_src[b]] for b in range(k)],
+        [edge_src[edge_ptr[b] : edge_ptr[b + 1]] for b in range(k)],
+        [edge_dst[edge_ptr[b] : edge_ptr[b + 1]] for b in range(k)],
+    )
 
-    def __init__(self) -> None:
+
+def _check_torch_device(device: str, spgemm: str) -> str:
+    """``torch_device`` as given, checked: a device name torch parses, and only with ``spgemm='torch'``."""
+    if not isinstance(device, str):
+        raise ConfigError(
+            f"{WHO}: torch_device must be a device name such as 'cpu' or 'cuda:0', got {device!r}"
+        )
+    if spgemm != "torch":
+        if device != "cpu":
+            raise ConfigError(
+                f"{WHO}: torch_device={device!r} belongs to spgemm='torch' (spgemm is {spgemm!r})"
+            )
+        return device
+    import torch
+
+    try:
+        torch.device(device)
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"{WHO}: torch_device {device!r} is not a torch device name (e.g. 'cpu', 'cuda', 'cuda:1')"
+        ) from exc
+    return device
+
+
+def _as_int64(x: np.uint64) -> int:
+    """The int64 with the bits of ``x``: int64 addition and multiplication wrap modulo 2**64 as uint64's do."""
+    v = int(x)
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+class _TorchSpGEMM:
+    """``torch`` sparse CSR products and GraphSAGE's ITS on the device the caller named, operands cached there."""
+
+    def __init__(self, device: str) -> None:
         import torch
 
         self.torch = torch
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(device)
+        try:
+            torch.empty(0, device=self.device)
+        except (RuntimeError, AssertionError) as exc:  # no such device, or torch built without it
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            raise WorkbenchError(f"{WHO}: torch_device {device!r} is not usable here ({reason})") from exc
         self._cache: dict[str, tuple[weakref.ref[Any], Any]] = {}
 
     def operand(self, key: str, owner: Any, matrix: sp.csr_matrix) -> Any:
@@ -171,62 +239,109 @@ class _TorchSpGEMM:
                 check_invariants=False,  # scipy built them; checking costs a pass over P
             )
 
-    def product(self, left: sp.csr_matrix, right: Any) -> Any:
-        """``left @ right`` on the device, rows normalized; the CSR tensor of ``P``."""
+    def product(self, left: sp.csr_matrix, right: Any) -> tuple[Any, Any, Any]:
+        """``left @ right`` on the device: (crow, col, val) of the CSR product, columns sorted in each row."""
         torch = self.torch
         p = torch.sparse.mm(self.to_torch(left), right)
         crow, col, val = p.crow_indices(), p.col_indices(), p.values()
+        if col.shape[0] > 1:
+            row_of = self.row_of(crow)
+            if bool(((col[1:] < col[:-1]) & (row_of[1:] == row_of[:-1])).any()):
+                order = torch.argsort(row_of * right.shape[1] + col)
+                col, val = col[order], val[order]
+        return crow, col, val
+
+    def row_of(self, crow: Any) -> Any:
+        """The row of every entry of a CSR tensor with row pointers ``crow``."""
+        torch = self.torch
         lengths = crow[1:] - crow[:-1]
-        row_of = torch.repeat_interleave(torch.arange(lengths.shape[0], device=self.device), lengths)
-        sums = torch.zeros(lengths.shape[0], dtype=val.dtype, device=self.device).index_add_(0, row_of, val)
-        val = val / sums[row_of]
-        return crow, col, val, row_of
+        return torch.repeat_interleave(torch.arange(lengths.shape[0], device=self.device), lengths)
 
     def to_scipy(self, crow: Any, col: Any, val: Any, shape: tuple[int, int]) -> sp.csr_matrix:
         return sp.csr_matrix((val.cpu().numpy(), col.cpu().numpy(), crow.cpu().numpy()), shape=shape)
 
-    def its(
-        self, crow: Any, col: Any, val: Any, row_of: Any, need: Any, seed: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Distinct draws per row: ``need[r]`` entries of row ``r`` (ITS in rounds, drawn entries zeroed).
+    def uniforms(self, seed: int, row: Any, draw: Any) -> Any:
+        """:func:`._kernels._uniform` on the device: the same splitmix64 numbers, bit for bit.
 
-        Returns (per-row counts, sampled column ids row by row) on the host.
+        int64 arithmetic stands in for uint64 (same bits: addition and multiplication
+        wrap modulo 2**64 in both), a logical right shift is an arithmetic one masked
+        to the bits a logical shift keeps, and the top 53 bits become a double exactly.
         """
         torch = self.torch
-        gen = torch.Generator(device=self.device)
-        gen.manual_seed(int(seed))
-        rows = crow.shape[0] - 1
+
+        def shifted(z: Any, k: int) -> Any:
+            return (z >> k) & ((1 << (64 - k)) - 1)
+
+        z = seed + row * _as_int64(_kernels._ROW_STRIDE) + (draw + 1) * _as_int64(_kernels._GOLDEN)
+        z = (z ^ shifted(z, 30)) * _as_int64(_kernels._MIX1)
+        z = (z ^ shifted(z, 27)) * _as_int64(_kernels._MIX2)
+        z = z ^ shifted(z, 31)
+        return shifted(z, 11).to(torch.float64) * _kernels._TWO_POW_53_INV
+
+    def uniform_positions(self, crow: Any, need: Any, seed: int) -> Any:
+        """Step 2 for uniform rows: ``need[r]`` distinct entries of row ``r``, as :func:`._kernels._uniform_positions` draws them.
+
+        Row ``r``'s ``j``-th uniform number ``u`` is the kernel's (:meth:`uniforms`) and
+        picks position ``floor(u * deg)``, a repeat is drawn again, a row keeps all of
+        its entries when it needs all, and a row of at most 64 entries that keeps more
+        than half draws the ones it leaves out. Vectorized in rounds: a round draws, for
+        every row, as many numbers as it still misses distinct entries, and keeps each
+        new entry at its first draw; a round of ``m`` draws finds at most ``m`` new
+        entries, so the rounds use exactly the draws the kernel's loop uses, and keep
+        what it keeps. Returns the drawn entries' indices into the CSR arrays, row by
+        row, each row in the kernel's order (drawn order; ascending where it keeps all
+        or leaves entries out).
+        """
+        torch = self.torch
+        dev = self.device
         lengths = crow[1:] - crow[:-1]
-        need = torch.minimum(need, lengths)
-        selected = torch.zeros(col.shape[0], dtype=torch.bool, device=self.device)
-        # Rows that keep everything need no draws.
-        take_all = need == lengths
-        selected |= take_all[row_of]
-        have = torch.where(take_all, lengths, torch.zeros_like(lengths))
+        rows = lengths.shape[0]
+        entries = crow[-1]
+        row_of = self.row_of(crow)
+        keep_all = need == lengths
+        leave_out = ~keep_all & (lengths <= 64) & (lengths - need < need)
+        want = torch.where(keep_all, 0, torch.where(leave_out, lengths - need, need))
+        drawn_entry = torch.zeros(int(entries), dtype=torch.bool, device=dev)
+        have = torch.zeros(rows, dtype=torch.int64, device=dev)
+        used = torch.zeros(rows, dtype=torch.int64, device=dev)
+        row_ids = torch.arange(rows, device=dev)
+        kept_entry: list[Any] = []
+        kept_draw: list[Any] = []
         while True:
-            missing = need - have
+            missing = (want - have).clamp(min=0)
             if not bool((missing > 0).any()):
                 break
-            weight = torch.where(selected, torch.zeros_like(val), val)
-            cum = torch.cumsum(weight, 0)
-            end_cum = cum[(crow[1:] - 1).clamp(min=0)]
-            start_cum = torch.where(
-                crow[:-1] > 0, cum[(crow[:-1] - 1).clamp(min=0)], torch.zeros_like(end_cum)
-            )
-            start_cum = torch.where(lengths > 0, start_cum, end_cum)
-            r = torch.repeat_interleave(torch.arange(rows, device=self.device), missing.clamp(min=0))
-            u = start_cum[r] + torch.rand(r.shape[0], generator=gen, device=self.device, dtype=cum.dtype) * (
-                end_cum[r] - start_cum[r]
-            )
-            pos = torch.searchsorted(cum, u, right=True)
-            pos = torch.minimum(pos, crow[1:][r] - 1)
-            # Rounding can land on a zero-weight (already drawn) entry: such a draw is retried next round.
-            pos = torch.unique(pos[~selected[pos]])
-            selected[pos] = True
-            have = have + torch.bincount(row_of[pos], minlength=rows)
-        picked = torch.nonzero(selected).flatten()
-        counts = torch.bincount(row_of[picked], minlength=rows)
-        return counts.cpu().numpy().astype(np.int64), col[picked].cpu().numpy().astype(np.int64)
+            r = torch.repeat_interleave(row_ids, missing)
+            first_of_row = torch.cumsum(missing, 0) - missing
+            draw = used[r] + torch.arange(r.shape[0], device=dev) - first_of_row[r]
+            deg = lengths[r]
+            t = torch.minimum((self.uniforms(seed, r, draw) * deg.to(torch.float64)).to(torch.int64), deg - 1)
+            entry = crow[:-1][r] + t
+            # First draw of each entry in this round (draws are in row, then draw order; the sort is stable).
+            order = torch.argsort(entry, stable=True)
+            sorted_entry = entry[order]
+            first = torch.ones_like(sorted_entry, dtype=torch.bool)
+            first[1:] = sorted_entry[1:] != sorted_entry[:-1]
+            is_first = torch.empty_like(first).scatter_(0, order, first)
+            new = is_first & ~drawn_entry[entry]
+            drawn_entry[entry[new]] = True
+            kept_entry.append(entry[new])
+            kept_draw.append(draw[new])
+            have += torch.bincount(r[new], minlength=rows)
+            used += missing
+        # Rows that draw what they keep: their entries in draw order (sort by draw, then stably by row).
+        if kept_entry:
+            drawn = torch.cat(kept_entry)
+            by_draw = torch.argsort(torch.cat(kept_draw), stable=True)
+            drawn = drawn[by_draw]
+            drawn = drawn[torch.argsort(row_of[drawn], stable=True)]
+            drawn = drawn[~leave_out[row_of[drawn]]]
+        else:
+            drawn = torch.zeros(0, dtype=torch.int64, device=dev)
+        # Rows that keep all, or all but the entries drawn: ascending.
+        ascending = torch.nonzero(keep_all[row_of] | (leave_out[row_of] & ~drawn_entry)).flatten()
+        picked = torch.cat([drawn, ascending])
+        return picked[torch.argsort(row_of[picked], stable=True)]
 
 
 @SAMPLERS.register("bulk-matrix")
@@ -239,11 +354,18 @@ class BulkMatrixSampler(Sampler):
         algorithm: str = "graphsage",
         layer_sizes: Sequence[int] | None = None,
         bulk: int = 32,
-        spgemm: str = "auto",
+        spgemm: str | None = None,
+        torch_device: str = "cpu",
     ) -> None:
         if algorithm not in ALGORITHMS:
             raise ConfigError(f"{WHO}: unknown algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
-        if spgemm not in SPGEMM_BACKENDS:
+        if spgemm == "auto":
+            raise ConfigError(
+                f"{WHO}: spgemm='auto' is gone (it followed the machine); name the back end: "
+                f"{', '.join(SPGEMM_BACKENDS)} (default: fused for graphsage, scipy for ladies), and for "
+                "a GPU spgemm='torch' with torch_device='cuda'"
+            )
+        if spgemm is not None and spgemm not in SPGEMM_BACKENDS:
             raise ConfigError(f"{WHO}: unknown spgemm {spgemm!r}; allowed: {', '.join(SPGEMM_BACKENDS)}")
         if algorithm == "graphsage":
             if layer_sizes is not None:
@@ -264,13 +386,15 @@ class BulkMatrixSampler(Sampler):
             if spgemm == "fused":
                 raise ConfigError(
                     f"{WHO}: spgemm='fused' reads GraphSAGE's one-entry rows of Q in place; "
-                    "algorithm='ladies' needs 'scipy', 'torch' or 'auto'"
+                    "algorithm='ladies' needs 'scipy' or 'torch'"
                 )
             self.fanouts = None
             self.layer_sizes = check_positive_ints(layer_sizes, "layer_sizes", WHO)
         self.algorithm = algorithm
         self.bulk = check_positive_int(bulk, "bulk", WHO)
-        self.spgemm = spgemm
+        # The default is the algorithm's CPU back end on every machine: a strategy never picks a device.
+        self.spgemm = spgemm if spgemm is not None else ("fused" if algorithm == "graphsage" else "scipy")
+        self.torch_device = _check_torch_device(torch_device, self.spgemm)
         self._adjacency = NormalizedAdjacencyCache()
         self._binary: tuple[weakref.ref[CSRGraph], sp.csr_matrix] | None = None
         self._narrow: tuple[weakref.ref[CSRGraph], np.ndarray] | None = None
@@ -283,19 +407,19 @@ class BulkMatrixSampler(Sampler):
         sizes = (
             f"fanouts={list(self.fanouts)}" if self.fanouts else f"layer_sizes={list(self.layer_sizes or ())}"
         )
-        return f"BulkMatrixSampler(algorithm={self.algorithm!r}, {sizes}, bulk={self.bulk}, spgemm={self.spgemm!r})"
+        device = f", torch_device={self.torch_device!r}" if self.spgemm == "torch" else ""
+        return (
+            f"BulkMatrixSampler(algorithm={self.algorithm!r}, {sizes}, bulk={self.bulk}, "
+            f"spgemm={self.spgemm!r}{device})"
+        )
 
     @property
     def num_layers(self) -> int:
         return len(self.fanouts or self.layer_sizes or ())
 
     def backend(self) -> str:
-        """The SpGEMM back end ``spgemm`` resolves to on this machine."""
-        if self.spgemm != "auto":
-            return self.spgemm
-        if cuda_available():
-            return "torch"
-        return "fused" if self.algorithm == "graphsage" else "scipy"
+        """The SpGEMM back end: ``spgemm`` as given, else the algorithm's default (the same on every machine)."""
+        return self.spgemm
 
     # ---- the Sampler interface ------------------------------------------------------------
     def sample(self, graph: CSRGraph, seeds: np.ndarray, rng: np.random.Generator) -> Minibatch:
@@ -328,7 +452,7 @@ class BulkMatrixSampler(Sampler):
 
     def _torch_backend(self) -> _TorchSpGEMM:
         if self._torch is None:
-            self._torch = _TorchSpGEMM()
+            self._torch = _TorchSpGEMM(self.torch_device)
         return self._torch
 
     def _columns(self, graph: CSRGraph) -> np.ndarray:
@@ -344,88 +468,98 @@ class BulkMatrixSampler(Sampler):
             self._narrow = (weakref.ref(graph), graph.indices.astype(np.int32))
         return self._narrow[1]
 
-    def _probability_rows(
-        self, graph: CSRGraph, dst: np.ndarray, backend: str
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Step 1 on the host for the stacked ``Q`` whose row ``i`` selects ``dst[i]``: rows of ``P``.
-
-        Returns (row_of, indptr, cols, values): row ``i`` of the row-normalized
-        ``P = Q A`` is ``cols[indptr[row_of[i]]:indptr[row_of[i] + 1]]`` with probabilities
-        ``values`` (empty: uniform, the fused back end's implicit ``1 / deg``, reading
-        the rows of ``A`` in place).
-        """
-        if backend == "fused":
-            return dst, graph.indptr, self._columns(graph), _NO_WEIGHTS
-        p = row_normalize(selection_matrix(dst, graph.num_nodes) @ self._binary_adjacency(graph))
-        rows = np.arange(dst.shape[0], dtype=np.int64)
-        return rows, p.indptr.astype(np.int64), p.indices.astype(np.int64), p.data
-
-    def _graphsage_layer_torch(
-        self, graph: CSRGraph, dst: np.ndarray, row_ptr: np.ndarray, fanout: int, rng: np.random.Generator,
-        mappings: np.ndarray,
-    ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:  # fmt: skip
-        """Steps 1 and 2 on the torch device, step 3 on the host: per batch (src, edge_src, edge_dst)."""
-        engine = self._torch_backend()
-        right = engine.operand("A", graph, self._binary_adjacency(graph))
-        crow, col, val, row_of = engine.product(selection_matrix(dst, graph.num_nodes), right)
-        need = engine.torch.full((dst.shape[0],), fanout, dtype=crow.dtype, device=engine.device)
-        counts, picked = engine.its(crow, col, val, row_of, need, int(_kernels.draw_seed(rng)))
-        offsets = offsets_of(counts)
-        src_buf, edge_src, edge_dst, num_src = _kernels.relabel_blocks(
-            row_ptr, dst, counts, offsets, picked, mappings
-        )
-        src_start = row_ptr[:-1] + offsets[row_ptr[:-1]]
-        edge_ptr = offsets[row_ptr]
-        k = row_ptr.shape[0] - 1
-        return (
-            [src_buf[src_start[b] : src_start[b] + num_src[b]].copy() for b in range(k)],
-            [edge_src[edge_ptr[b] : edge_ptr[b + 1]].copy() for b in range(k)],
-            [edge_dst[edge_ptr[b] : edge_ptr[b + 1]].copy() for b in range(k)],
-        )
-
     def _graphsage_layer(
         self, graph: CSRGraph, dst: np.ndarray, row_ptr: np.ndarray, fanout: int, rng: np.random.Generator,
         backend: str, mappings: np.ndarray,
     ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:  # fmt: skip
         """One layer of all stacked batches: per batch (src, edge_src, edge_dst)."""
-        if backend == "torch":
-            return self._graphsage_layer_torch(graph, dst, row_ptr, fanout, rng, mappings)
         seed = _kernels.draw_seed(rng)
-        row_of, indptr, cols, values = self._probability_rows(graph, dst, backend)
-        k = row_ptr.shape[0] - 1
-        if values.shape[0] == 0:
-            # Uniform rows read in place: their extents once, in one pass (scratch from the pool).
-            begin = self._outputs.empty(dst.shape[0])
-            deg = self._outputs.empty(dst.shape[0])
-            counts = _kernels.row_extents(row_of, indptr, fanout, begin, deg)
+        copies = mappings.shape[0]  # scratch rows: one per thread that gets batches
+        if backend == "fused":
+            # Step 1 without P: row i of P = Q A is row dst[i] of A, read in place.
+            cols = self._columns(graph)
+            return self._uniform_layer(dst, graph.indptr, cols, dst, row_ptr, fanout, seed, graph, copies)
+        # Step 1 with P materialized. Its rows are uniform (values 1 / deg) unless the SpGEMM
+        # merged duplicate edges of a row into one heavier entry: then P has fewer entries.
+        uniform_entries = int(np.sum(graph.indptr[dst + 1] - graph.indptr[dst]))
+        q = selection_matrix(dst, graph.num_nodes)
+        if backend == "torch":
+            engine = self._torch_backend()
+            crow, col, val = engine.product(q, engine.operand("A", graph, self._binary_adjacency(graph)))
+            if int(crow[-1]) == uniform_entries:
+                return self._uniform_layer_torch(engine, crow, col, dst, row_ptr, fanout, seed, graph, copies)
+            p = engine.to_scipy(crow, col, val, (q.shape[0], graph.num_nodes))
         else:
-            counts = _kernels.indexed_row_counts(row_of, indptr, values, fanout)
+            p = sp.csr_matrix(q @ self._binary_adjacency(graph))
+            p.sort_indices()
+            if p.nnz == uniform_entries:
+                rows = np.arange(dst.shape[0], dtype=np.int64)
+                indptr = p.indptr.astype(np.int64)
+                return self._uniform_layer(rows, indptr, p.indices, dst, row_ptr, fanout, seed, graph, copies)
+        return self._weighted_layer(row_normalize(p), dst, row_ptr, fanout, seed, mappings)
+
+    def _uniform_layer(
+        self, row_of: np.ndarray, indptr: np.ndarray, cols: np.ndarray, dst: np.ndarray, row_ptr: np.ndarray,
+        fanout: int, seed: np.uint64, graph: CSRGraph, copies: int,
+    ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:  # fmt: skip
+        """Steps 2 and 3 on the host, uniform rows: stacked row ``i`` is ``cols[indptr[row_of[i]]:indptr[row_of[i] + 1]]``."""
+        # Each row's extent once, in one pass (scratch from the pool).
+        begin = self._outputs.empty(dst.shape[0])
+        deg = self._outputs.empty(dst.shape[0])
+        counts = _kernels.row_extents(row_of, indptr, fanout, begin, deg)
         offsets = offsets_of(counts)
-        # Stacked outputs, one array per kind for all k batches (views per batch), from a
-        # pool that recycles them once the caller has dropped every minibatch viewing them.
+        edge_src, edge_dst, src, num_src = self._layer_outputs(offsets, dst, row_ptr)
+        # Steps 2 (ITS) and 3 (extraction: dropping each batch's empty columns = local ids), per batch.
+        with self._words.mappings(graph.num_nodes, copies) as words:
+            _kernels.uniform_its_relabel_batches(
+                row_ptr, dst, begin, deg, cols, counts, offsets, seed, edge_src, edge_dst, src, num_src, words,
+            )  # fmt: skip
+        return _per_batch(row_ptr, offsets, edge_src, edge_dst, src, num_src)
+
+    def _uniform_layer_torch(
+        self, engine: _TorchSpGEMM, crow: Any, col: Any, dst: np.ndarray, row_ptr: np.ndarray, fanout: int,
+        seed: np.uint64, graph: CSRGraph, copies: int,
+    ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:  # fmt: skip
+        """Step 2 on the torch device (the fused kernel's draws), step 3 on the host."""
+        need = (crow[1:] - crow[:-1]).clamp(max=fanout)
+        picked = (
+            col[engine.uniform_positions(crow, need, int(seed))].cpu().numpy().astype(np.int64, copy=False)
+        )
+        counts = need.cpu().numpy().astype(np.int64, copy=False)
+        offsets = offsets_of(counts)
+        edge_src, edge_dst, src, num_src = self._layer_outputs(offsets, dst, row_ptr)
+        with self._words.mappings(graph.num_nodes, copies) as words:
+            _kernels.relabel_words_batches(
+                row_ptr, dst, counts, offsets, picked, words, edge_src, edge_dst, src, num_src
+            )
+        return _per_batch(row_ptr, offsets, edge_src, edge_dst, src, num_src)
+
+    def _weighted_layer(
+        self, p: sp.csr_matrix, dst: np.ndarray, row_ptr: np.ndarray, fanout: int, seed: np.uint64,
+        mappings: np.ndarray,
+    ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:  # fmt: skip
+        """Steps 2 and 3 on the host for a row-normalized ``P`` whose rows are not uniform (a multigraph's)."""
+        rows = np.arange(dst.shape[0], dtype=np.int64)
+        indptr = p.indptr.astype(np.int64)
+        cols = p.indices.astype(np.int64)
+        counts = _kernels.indexed_row_counts(rows, indptr, p.data, fanout)
+        offsets = offsets_of(counts)
+        edge_src, edge_dst, src, num_src = self._layer_outputs(offsets, dst, row_ptr)
+        _kernels.its_relabel_batches(
+            row_ptr, dst, rows, indptr, cols, p.data, counts, offsets, seed, edge_src, edge_dst, src, num_src,
+            mappings,
+        )  # fmt: skip
+        return _per_batch(row_ptr, offsets, edge_src, edge_dst, src, num_src)
+
+    def _layer_outputs(
+        self, offsets: np.ndarray, dst: np.ndarray, row_ptr: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Stacked outputs, one array per kind for all k batches (views per batch), from a pool
+        that recycles them once the caller has dropped every minibatch viewing them."""
         edge_src = self._outputs.empty(offsets[-1])
         edge_dst = self._outputs.empty(offsets[-1])
         src = self._outputs.empty(offsets[-1] + dst.shape[0])
-        num_src = np.empty(k, dtype=np.int64)
-        # Steps 2 (ITS) and 3 (extraction: dropping each batch's empty columns = local ids), per batch.
-        if values.shape[0] == 0:
-            with self._words.mappings(graph.num_nodes, mappings.shape[0]) as words:
-                _kernels.uniform_its_relabel_batches(
-                    row_ptr, dst, begin, deg, cols, counts, offsets, seed, edge_src, edge_dst, src, num_src, words,
-                )  # fmt: skip
-            del begin, deg
-        else:
-            _kernels.its_relabel_batches(
-                row_ptr, dst, row_of, indptr, cols, values, counts, offsets, seed, edge_src, edge_dst, src,
-                num_src, mappings,
-            )  # fmt: skip
-        edge_ptr = offsets[row_ptr]
-        src_start = row_ptr[:-1] + edge_ptr[:-1]
-        return (
-            [src[src_start[b] : src_start[b] + num_src[b]] for b in range(k)],
-            [edge_src[edge_ptr[b] : edge_ptr[b + 1]] for b in range(k)],
-            [edge_dst[edge_ptr[b] : edge_ptr[b + 1]] for b in range(k)],
-        )
+        return edge_src, edge_dst, src, np.empty(row_ptr.shape[0] - 1, dtype=np.int64)
 
     def _sample_graphsage(
         self, graph: CSRGraph, batches: list[np.ndarray], rng: np.random.Generator, backend: str
