@@ -4,13 +4,14 @@ One call runs a plan::
 
     from sim import simulate
     result = simulate(plan, load_hardware("neugraph-8xp100-pcie"), run_id="demo", seed=0)
-    result.makespan, result.trace, result.phase_summary()
+    result.makespan, result.trace, result.phase_summary(), result.memory
 
 Modules: ``clock`` (simpy environment with a callback fast path), ``topology``
-(directed links, widest-path routes), ``flows`` (max-min fair bandwidth sharing),
-``resources`` (compute streams, copy engines, CPU cores), ``collectives`` (ring
-schedules), ``costmodel`` (compute times), ``memory`` (does the plan fit),
-``executor`` (runs the plan), ``trace_hook`` (collects trace rows).
+(directed links, the routes the hardware takes), ``flows`` (max-min fair bandwidth
+sharing), ``resources`` (compute streams, copy engine pools, CPU cores),
+``collectives`` (ring schedules), ``costmodel`` (compute times), ``memory`` (live
+bytes per memory over simulated time), ``executor`` (runs the plan). The trace table
+comes from ``workbench.trace.build_trace``, shared with the real executor.
 """
 
 from __future__ import annotations
@@ -23,23 +24,21 @@ import pandas as pd
 
 from sim.costmodel import LinearCoefficients, LinearCostModel
 from sim.executor import PlanExecutor, TaskEndHook, paused_gc
-from sim.memory import check_memory, memory_needs
+from sim.memory import MemoryTimeline
 from sim.topology import Route, Topology
-from sim.trace_hook import TraceRecorder
 from workbench.hardware.spec import ClusterSpec
 from workbench.plan import Plan
+from workbench.trace import build_trace
 
 __all__ = [
     "LinearCoefficients",
     "LinearCostModel",
+    "MemoryTimeline",
     "PlanExecutor",
     "Route",
     "SimResult",
     "TaskEndHook",
     "Topology",
-    "TraceRecorder",
-    "check_memory",
-    "memory_needs",
     "simulate",
 ]
 
@@ -50,7 +49,7 @@ class SimResult:
     run_id: str
     makespan: float  # seconds from 0 to the last task's end
     trace: pd.DataFrame  # workbench.trace schema, one row per task (per device for collectives)
-    memory: dict[str, int] = field(default_factory=dict)  # peak bytes needed per memory
+    memory: dict[str, int] = field(default_factory=dict)  # each memory's peak live bytes
     # tasks, events (queue entries), rebalances (max-min recomputations), validate_s,
     # execute_s, wall_s (validate + execute; building the trace table is not included)
     stats: dict[str, float] = field(default_factory=dict)
@@ -73,33 +72,27 @@ def simulate(
     """Run ``plan`` on ``cluster`` (a spec, a preset name or a TOML path).
 
     Raises :class:`~workbench.errors.PlanError` for a malformed plan (naming the task)
-    and :class:`~workbench.errors.InfeasiblePlanError` when it does not fit in memory.
-    ``on_task_end``, when given, is called for every trace row besides the recorder.
+    and :class:`~workbench.errors.InfeasiblePlanError` when some memory overflows at
+    some moment (naming it, the moment, the peak and the tensors live then).
+    ``jitter``: relative noise on compute durations (lognormal sigma), drawn from ``seed``.
+    ``on_task_end(task, ready, start, end)``, when given, is called as each task ends.
     """
     if not isinstance(cluster, ClusterSpec):
         from workbench.hardware import load_hardware
 
         cluster = load_hardware(cluster)
-    recorder = TraceRecorder(run_id)
-    hook: TaskEndHook = recorder
-    if on_task_end is not None:
-        extra = on_task_end
-
-        def hook(task, worker, device, engine, start, end):  # type: ignore[no-redef]
-            recorder(task, worker, device, engine, start, end)
-            extra(task, worker, device, engine, start, end)
-
     executor = PlanExecutor(cluster, cost_model, seed=seed, jitter=jitter)
     with paused_gc():
         t0 = time.perf_counter()
-        makespan = executor.run(plan, hook)
+        times = executor.run(plan, on_task_end)
         wall = time.perf_counter() - t0
-        trace = recorder.to_frame()
+        workers = plan.device_workers(cluster.gpu_nodes(), cluster.host_nodes())
+        trace = build_trace(plan.tasks, times.rows, run_id, "sim", workers, times.fields)
     return SimResult(
         plan.name,
         run_id,
-        makespan,
+        max(times.end, default=0.0),
         trace,
-        executor.memory,
+        times.memory,
         {**executor.stats, "wall_s": wall},
     )

@@ -7,6 +7,10 @@ in the same heap about 1.5 us, and a 100,000-task plan fires several events per 
 counter)``, so same-time events run in a deterministic order, and it still runs
 ordinary simpy events and processes scheduled in the same environment. Only
 :meth:`step` is overridden (simpy's hook for "fire the next queue entry").
+
+Everything else in the simulator goes through this class's methods (:meth:`call_at`,
+:meth:`call_later`, :attr:`now`, :meth:`run_all`, :meth:`entries`) and never through
+simpy's private attributes, so a change inside simpy has one place to be met.
 """
 
 from __future__ import annotations
@@ -27,14 +31,26 @@ __all__ = ["LATE", "NORMAL", "URGENT", "SimClock"]
 
 
 class SimClock(simpy.Environment):
-    """A simpy Environment whose queue may also hold plain zero-argument callables."""
+    """A simpy Environment whose queue may also hold plain callables and bare ints.
 
-    def call_later(self, delay: float, fn: Callable[[], Any], priority: int = NORMAL) -> None:
+    An ``int`` entry is handed to the ``on_int`` callback of :meth:`run_all`: a caller
+    with one frequent kind of event (the executor's compute ends) saves building a
+    callable per entry.
+    """
+
+    def call_later(self, delay: float, fn: Callable[[], Any] | int, priority: int = NORMAL) -> None:
         """Call ``fn()`` ``delay`` seconds from now (after earlier entries of the same time and priority)."""
         heappush(self._queue, (self._now + delay, priority, next(self._eid), fn))
 
-    def call_at(self, when: float, fn: Callable[[], Any], priority: int = NORMAL) -> None:
+    def call_at(self, when: float, fn: Callable[[], Any] | int, priority: int = NORMAL) -> None:
         heappush(self._queue, (when, priority, next(self._eid), fn))
+
+    def entries(self) -> int:
+        """How many entries have been queued so far (events, callbacks, ints).
+
+        Takes one insertion number itself; order only needs them increasing.
+        """
+        return next(self._eid)
 
     def step(self) -> None:
         try:
@@ -58,12 +74,7 @@ class SimClock(simpy.Environment):
             raise exc
 
     def run_all(self, on_int: Callable[[int], Any] | None = None) -> float:
-        """Run until the queue is empty; return the time of the last entry (the fast loop).
-
-        An entry whose item is an ``int`` (queued by the caller itself, with ``heappush``
-        on ``_queue`` or :meth:`call_at`) is handed to ``on_int``: a caller with one
-        frequent kind of event saves building a callable per entry.
-        """
+        """Run until the queue is empty; return the time of the last entry (the fast loop)."""
         queue = self._queue
         is_event = simpy.Event
         while queue:

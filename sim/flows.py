@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from heapq import heappush
 
-from sim.clock import LATE, NORMAL, SimClock
+from sim.clock import LATE, SimClock
 
 MEMO_LIMIT = 100_000  # memoised components kept before the memo starts afresh
 
@@ -83,7 +82,7 @@ class FlowNetwork:
         path = self._paths.get(links)
         if path is None:
             path = self._paths[links] = _Path(links, self.flows_on)
-        flow = self._last = Flow(links, path, nbytes, self.clock._now, on_done)
+        flow = self._last = Flow(links, path, nbytes, self.clock.now, on_done)
         self._last_alone = not any(path.sets)
         self._started += 1
         for on_link in path.sets:
@@ -152,7 +151,7 @@ class FlowNetwork:
     def _reschedule(self, f: Flow, rate: float) -> None:
         """Give ``f`` its new rate from now on and queue its completion at that rate."""
         clock = self.clock
-        now = clock._now
+        now = clock.now
         if f.version:
             f.remaining -= f.rate * (now - f.updated)
             if f.remaining < 0.0:
@@ -160,10 +159,7 @@ class FlowNetwork:
         f.updated = now
         f.rate = rate
         f.version += 1
-        heappush(
-            clock._queue,
-            (now + f.remaining / rate, NORMAL, next(clock._eid), partial(self._finish, f, f.version)),
-        )
+        clock.call_at(now + f.remaining / rate, partial(self._finish, f, f.version))
 
     def _max_min(self, flows: list[Flow]) -> tuple[float, ...]:
         """Max-min fair rates of ``flows`` (one connected component), in the same order.

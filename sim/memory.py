@@ -1,50 +1,36 @@
-"""Memory accounting: does a plan fit before it runs?
+"""GPU (and host) memory over simulated time: what is live on each memory, and its peak.
 
-A memory's need is the sum of the resident tensors placed on it plus the largest
-transient ``memory`` of the tasks that use it: tasks are assumed not to hold their
-transient buffers at the same time (each frees its buffer when it ends, and the
-executor does not overlap two tasks' buffers on purpose), so the peak is the resident
-set plus the single largest buffer. The memory a task uses: a compute task's
-``device``, a transfer's ``dst`` (where the bytes land), each of a collective's
-``devices``. GPUs are checked against ``GPUSpec.memory_bytes``, hosts against the
-machine's host memory.
+What occupies a memory (the vocabulary is the plan's, see ``workbench.plan``):
+
+* resident tensors, live from time 0 to the end;
+* tensors a task ``allocate``\\ s on the memory it writes, live from that task's start
+  until the task that ``free``\\ s them ends (or the end of the plan);
+* the buffer a transfer lands in when it names none: ``bytes`` on its ``dst`` from
+  its start until every task that depends on it has ended (a transfer nobody depends
+  on frees it when it ends);
+* each running task's transient ``memory``: a compute's on its device, a transfer's
+  on its ``dst``, a collective's on each of its devices, from its start to its end.
+
+At one instant, a task's frees happen before the starts its end releases, and events
+run in the simulator's deterministic order; live bytes are compared with the
+capacity after every allocation, so a moment is counted as the simulator lives it.
+A plan that exceeds a memory at any moment is not feasible: :meth:`MemoryTimeline.check`
+raises :class:`InfeasiblePlanError` naming the memory, the moment of its peak, the
+peak, and the tensors live then. Resident tensors that alone exceed a memory are
+reported before anything runs (:func:`check_resident`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from workbench.errors import InfeasiblePlanError
+from workbench.errors import InfeasiblePlanError, PlanError
 from workbench.hardware.spec import ClusterSpec
 from workbench.plan import Plan, Task
 
-
-def task_memories(task: Task) -> list[str]:
-    if task.kind == "compute":
-        return [task.device] if task.device else []
-    if task.kind == "transfer":
-        return [task.dst] if task.dst else []
-    return list(task.devices)
-
-
-def memory_needs(plan: Plan, memory: Sequence[int] | None = None) -> dict[str, int]:
-    """Bytes each memory needs at its peak under the rule above.
-
-    ``memory``: the tasks' ``memory`` fields in plan order, when the caller has them
-    (``Plan.validate_columns``): then only tasks that hold memory are looked at.
-    """
-    resident: dict[str, int] = {}
-    for r in plan.resident:
-        resident[r.device] = resident.get(r.device, 0) + r.bytes
-    transient: dict[str, int] = {}
-    tasks = plan.tasks if memory is None else [plan.tasks[i] for i, m in enumerate(memory) if m]
-    for t in tasks:
-        if t.memory:
-            for node in task_memories(t):
-                if t.memory > transient.get(node, 0):
-                    transient[node] = t.memory
-    nodes = sorted(set(resident) | set(transient))
-    return {n: resident.get(n, 0) + transient.get(n, 0) for n in nodes}
+SHOWN_TENSORS = 4  # live tensors named per memory in an infeasibility message
+SHOWN_MEMORIES = 3  # memories over capacity described in one message
 
 
 def capacities(cluster: ClusterSpec) -> dict[str, int]:
@@ -64,24 +50,195 @@ def format_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def check_memory(plan: Plan, cluster: ClusterSpec, memory: Sequence[int] | None = None) -> dict[str, int]:
-    """Return each memory's need; raise :class:`InfeasiblePlanError` naming every memory over capacity.
-
-    ``memory`` as for :func:`memory_needs`.
-    """
-    needs = memory_needs(plan, memory)
+def check_resident(plan: Plan, cluster: ClusterSpec) -> dict[str, int]:
+    """Resident bytes per memory; raise :class:`InfeasiblePlanError` if they alone overflow one."""
+    resident: dict[str, int] = {}
+    for r in plan.resident:
+        resident[r.device] = resident.get(r.device, 0) + r.bytes
     caps = capacities(cluster)
-    over = [
-        f"{node} needs {format_bytes(need)} of {format_bytes(caps[node])} "
-        f"({format_bytes(need - caps[node])} over)"
-        for node, need in sorted(needs.items(), key=lambda kv: _node_order(kv[0], cluster))
-        if node in caps and need > caps[node]
-    ]
+    over = [node for node in cluster.memory_nodes() if resident.get(node, 0) > caps[node]]
     if over:
-        raise InfeasiblePlanError(f"plan {plan.name!r} does not fit: " + "; ".join(over))
-    return needs
+        parts = []
+        for node in over[:SHOWN_MEMORIES]:
+            live = {("resident", r.name): r.bytes for r in plan.resident if r.device == node}
+            parts.append(_describe(node, resident[node], caps[node], 0.0, None, live, plan.tasks))
+        raise InfeasiblePlanError(f"plan {plan.name!r} does not fit: " + "; ".join(parts))
+    return resident
 
 
-def _node_order(node: str, cluster: ClusterSpec) -> int:
-    order = cluster.memory_nodes()
-    return order.index(node) if node in order else len(order)
+@dataclass
+class TaskMemory:
+    """What one task does to memory: allocations at its start, releases at its end."""
+
+    allocate: list[tuple[str, str, int]]  # (memory, tensor name, bytes), named tensors
+    buffer: tuple[str, int] | None  # the unnamed landing buffer of a transfer: (dst, bytes)
+    transient: list[tuple[str, int]]  # (memory, bytes) held while the task runs
+    free: list[str]  # named tensors freed at its end
+    consumes: list[int]  # transfers among its dependencies whose unnamed buffer it reads
+
+
+def task_memory(
+    tasks: Sequence[Task], kinds: Sequence[str], users: Sequence[int], first_user: Sequence[int]
+) -> list[TaskMemory | None]:
+    """Per task, its :class:`TaskMemory`; None for a task that touches no memory (most of them).
+
+    ``users[first_user[i]:first_user[i + 1]]``: the tasks that depend on task i.
+    """
+    n = len(tasks)
+    buffered = [
+        i
+        for i, k in enumerate(kinds)
+        if k == "transfer" and not tasks[i].allocate and tasks[i].src != tasks[i].dst and tasks[i].bytes > 0
+    ]
+    consumes: dict[int, list[int]] = {}
+    for j in buffered:
+        for u in users[first_user[j] : first_user[j + 1]]:
+            consumes.setdefault(u, []).append(j)
+    buffered_set = set(buffered)
+    out: list[TaskMemory | None] = [None] * n
+    touching = sorted(
+        buffered_set.union(consumes, (i for i, t in enumerate(tasks) if t.memory or t.allocate or t.free))
+    )
+    for i in touching:
+        t = tasks[i]
+        target = t.writes_to()
+        if t.memory:
+            places = t.devices if t.kind == "collective" else [target]
+            transient = [(node, t.memory) for node in places]
+        else:
+            transient = []
+        out[i] = TaskMemory(
+            [(target, name, b) for name, b in t.allocate.items()],  # type: ignore[misc]
+            (t.dst, t.bytes) if i in buffered_set else None,  # type: ignore[arg-type]
+            transient,
+            list(t.free),
+            consumes.get(i, []),
+        )
+    return out
+
+
+class MemoryTimeline:
+    """Live bytes and live tensors per memory as the simulation runs, with each memory's peak.
+
+    Tensor keys in the live sets: a named tensor by its name, a transfer's unnamed
+    buffer by its task index ``i``, a task's transient memory by ``~i``, a resident
+    tensor by ``("resident", name)``.
+    """
+
+    def __init__(self, plan: Plan, cluster: ClusterSpec, users: list[int]) -> None:
+        """``users``: per task, how many tasks depend on it."""
+        self.tasks = plan.tasks
+        self.capacity = capacities(cluster)
+        self.live: dict[str, dict[object, int]] = {node: {} for node in self.capacity}
+        self.used: dict[str, int] = dict.fromkeys(self.capacity, 0)
+        for r in plan.resident:
+            self.live[r.device][("resident", r.name)] = r.bytes
+            self.used[r.device] += r.bytes
+        self.peak: dict[str, int] = dict(self.used)
+        self.peak_time: dict[str, float] = dict.fromkeys(self.capacity, 0.0)
+        # Memories that went over capacity: the moment it first happened, and the live
+        # tensors at the (so far) highest peak, kept only for those.
+        self.first_over: dict[str, float] = {}
+        self.over_snapshot: dict[str, dict[object, int]] = {}
+        self.where: dict[str, tuple[str, int]] = {}  # named tensor -> (memory, allocating task)
+        self.users_left = users
+
+    # ---- the two events of a task ------------------------------------------------
+    def begin(self, i: int, m: TaskMemory, now: float) -> None:
+        for node, name, nbytes in m.allocate:
+            if name in self.where:
+                other = self.tasks[self.where[name][1]].id
+                raise PlanError(
+                    f"task {self.tasks[i].id!r} allocates tensor {name!r} at t={now:.9g} s while it is "
+                    f"still live (allocated by task {other!r}, not freed yet)"
+                )
+            self.where[name] = (node, i)
+            self._add(node, name, nbytes, now)
+        if m.buffer is not None:
+            self._add(m.buffer[0], i, m.buffer[1], now)
+        for node, nbytes in m.transient:
+            self._add(node, ~i, nbytes, now)
+
+    def end(self, i: int, m: TaskMemory, now: float) -> None:
+        for node, _ in m.transient:
+            self._remove(node, ~i)
+        for name in m.free:
+            place = self.where.pop(name, None)
+            if place is None:
+                raise PlanError(
+                    f"task {self.tasks[i].id!r} frees tensor {name!r} at t={now:.9g} s, but it is not live "
+                    "then: make the task depend on the one that allocates it, and free it once"
+                )
+            self._remove(place[0], name)
+        for d in m.consumes:
+            self.users_left[d] -= 1
+            if self.users_left[d] == 0:
+                self._remove(self.tasks[d].dst, d)  # type: ignore[arg-type]
+        if m.buffer is not None and self.users_left[i] == 0:
+            self._remove(m.buffer[0], i)  # nobody reads it
+
+    # ---- bookkeeping -------------------------------------------------------------
+    def _add(self, node: str, key: object, nbytes: int, now: float) -> None:
+        self.live[node][key] = nbytes
+        used = self.used[node] + nbytes
+        self.used[node] = used
+        if used > self.peak[node]:
+            self.peak[node] = used
+            self.peak_time[node] = now
+            if used > self.capacity[node]:
+                self.first_over.setdefault(node, now)
+                self.over_snapshot[node] = dict(self.live[node])
+
+    def _remove(self, node: str, key: object) -> None:
+        self.used[node] -= self.live[node].pop(key)
+
+    def check(self, plan_name: str, cluster: ClusterSpec) -> dict[str, int]:
+        """Each memory's peak; raise :class:`InfeasiblePlanError` if any went over capacity."""
+        if self.first_over:
+            over = [n for n in cluster.memory_nodes() if n in self.first_over]
+            parts = [
+                _describe(
+                    node,
+                    self.peak[node],
+                    self.capacity[node],
+                    self.peak_time[node],
+                    self.first_over[node],
+                    self.over_snapshot[node],
+                    self.tasks,
+                )
+                for node in over[:SHOWN_MEMORIES]
+            ]
+            more = f"; {len(over) - SHOWN_MEMORIES} more memories over" if len(over) > SHOWN_MEMORIES else ""
+            raise InfeasiblePlanError(f"plan {plan_name!r} does not fit: " + "; ".join(parts) + more)
+        return {node: peak for node, peak in self.peak.items() if peak}
+
+
+def _describe(
+    node: str,
+    peak: int,
+    capacity: int,
+    at: float,
+    first: float | None,
+    live: dict[object, int],
+    tasks: Sequence[Task],
+) -> str:
+    """``m0.gpu2 holds 18.2 GiB of 16 GiB (2.2 GiB over) at t=0 s; live: ...``"""
+    first_txt = f", first over at t={first:.9g} s" if first is not None and first < at else ""
+    biggest = sorted(live.items(), key=lambda kv: (-kv[1], _label(kv[0], tasks)))
+    shown = ", ".join(f"{_label(k, tasks)} {format_bytes(b)}" for k, b in biggest[:SHOWN_TENSORS])
+    if len(biggest) > SHOWN_TENSORS:
+        shown += f" and {len(biggest) - SHOWN_TENSORS} more"
+    return (
+        f"{node} holds {format_bytes(peak)} of {format_bytes(capacity)} ({format_bytes(peak - capacity)} over) "
+        f"at t={at:.9g} s{first_txt}; live then: {shown}"
+    )
+
+
+def _label(key: object, tasks: Sequence[Task]) -> str:
+    if isinstance(key, tuple):
+        return f"resident {key[1]!r}"
+    if isinstance(key, str):
+        return f"tensor {key!r}"
+    if key >= 0:  # type: ignore[operator]
+        return f"buffer of transfer {tasks[key].id!r}"  # type: ignore[index]
+    return f"workspace of task {tasks[~key].id!r}"  # type: ignore[index,operator]

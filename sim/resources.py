@@ -1,68 +1,99 @@
 """Engines: the serialising resources of a machine (GPU compute stream, copy engines, CPU cores).
 
 Shaped like a simpy resource (a request is granted now or queued; a release grants
-the next request), but requests are plain callbacks rather than events, for speed
-(see ``sim.clock``). Behaviour changes by overriding the one hook, :meth:`Engine._can_grant`,
-as simpy resources override ``_do_put``: :class:`Engine` is FIFO with ``slots``
-concurrent holders (1 for a GPU stream or copy engine, the core count for a CPU).
+the next request), but a request is a plain ``grant(arg)`` call rather than an event,
+for speed (see ``sim.clock``). Behaviour changes by overriding the one hook,
+:meth:`Engine._can_grant`, as simpy resources override ``_do_put``. An
+:class:`Engine` is a FIFO pool of ``slots`` identical engines: 1 for a GPU's compute
+stream, the core count for a CPU, a GPU's copy engines as :class:`CopyEngines` says.
+
+Copy engines (``GPUSpec.copy_engines = N``), mapped onto directions as CUDA does:
+
+* N = 1: every copy into, out of or from the GPU shares the one engine, one at a time;
+* N = 2 (CUDA's ``asyncEngineCount = 2``): one engine for copies into the GPU from host
+  (``inbound``), one for copies out of it (``outbound``: to host, and the peer copies
+  it sends);
+* N >= 3: one inbound, one outbound, and the other N - 2 as a pool for the peer
+  copies the GPU sends.
+
+A peer copy (NVLink, NVSwitch or PCIe peer-to-peer) holds an engine of its *source*
+GPU only: CUDA and NCCL push peer data as remote writes from the sender (posted
+writes are faster than reads over NVLink and PCIe), so the destination's engines stay
+free for its own host copies. Copies across machines hold what they use: see
+``sim.executor``.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from workbench.hardware.spec import ClusterSpec
+from workbench.hardware.spec import ClusterSpec, GPUSpec
 
-Grant = Callable[[], None]
+Grant = Callable[[int], None]
 
 
 class Engine:
-    """A FIFO resource with ``slots`` holders; ``kind`` is the trace's ``engine`` column."""
+    """A FIFO pool of ``slots`` engines; ``name`` says whose (``m0.gpu0.inbound``)."""
 
-    __slots__ = ("name", "kind", "slots", "busy", "waiting")
+    __slots__ = ("name", "slots", "busy", "waiting")
 
-    def __init__(self, name: str, kind: str, slots: int = 1) -> None:
+    def __init__(self, name: str, slots: int = 1) -> None:
+        if slots < 1:
+            raise ValueError(f"engine {name!r} needs at least one slot, got {slots}")
         self.name = name
-        self.kind = kind
         self.slots = slots
         self.busy = 0
-        self.waiting: deque[Grant] = deque()
+        self.waiting: deque[tuple[Grant, int]] = deque()
 
     def _can_grant(self) -> bool:
         """The hook: may one more request be granted now? (FIFO: only when nobody waits.)"""
         return self.busy < self.slots
 
-    def request(self, grant: Grant) -> None:
-        """Call ``grant()`` now if a slot is free and nobody is ahead, else when one frees up."""
+    def request(self, grant: Grant, arg: int) -> None:
+        """Call ``grant(arg)`` now if an engine is free and nobody is ahead, else when one frees up."""
         if not self.waiting and self._can_grant():
             self.busy += 1
-            grant()
+            grant(arg)
         else:
-            self.waiting.append(grant)
+            self.waiting.append((grant, arg))
 
     def release(self) -> None:
+        """Give an engine back; the first waiting request, if any, gets it at once."""
         self.busy -= 1
         if self.waiting and self._can_grant():
             self.busy += 1
-            self.waiting.popleft()()
+            grant, arg = self.waiting.popleft()
+            grant(arg)
+
+
+@dataclass(frozen=True)
+class CopyEngines:
+    """One GPU's copy engines by use; two uses may name the same :class:`Engine`."""
+
+    inbound: Engine  # host -> this GPU
+    outbound: Engine  # this GPU -> host
+    peer: Engine  # this GPU -> another GPU
+
+    @classmethod
+    def of(cls, node: str, gpu: GPUSpec) -> CopyEngines:
+        n = gpu.copy_engines
+        if n == 1:
+            shared = Engine(f"{node}.copy")
+            return cls(shared, shared, shared)
+        inbound, outbound = Engine(f"{node}.inbound"), Engine(f"{node}.outbound")
+        return cls(inbound, outbound, outbound if n == 2 else Engine(f"{node}.peer", n - 2))
 
 
 class MachineEngines:
-    """Every engine of a cluster, by node: per GPU a compute stream and copy engines, per host a CPU.
-
-    A GPU with two or more copy engines has separate H2D (into it) and D2H (out of it)
-    engines; with one, both directions share it.
-    """
+    """Every engine of a cluster, by node: per GPU a compute stream and its copy engines, per host a CPU."""
 
     def __init__(self, cluster: ClusterSpec) -> None:
         self.compute: dict[str, Engine] = {}
-        self.h2d: dict[str, Engine] = {}
-        self.d2h: dict[str, Engine] = {}
+        self.copy: dict[str, CopyEngines] = {}
         for m in cluster.machines:
-            self.compute[m.host_node] = Engine(f"{m.host_node}.cpu", "cpu", max(1, m.cpu_cores))
+            self.compute[m.host_node] = Engine(f"{m.host_node}.cpu", max(1, m.cpu_cores))
             for node, gpu in zip(m.gpu_nodes(), m.gpus, strict=True):
-                self.compute[node] = Engine(f"{node}.compute", "compute")
-                into = Engine(f"{node}.h2d", "h2d")
-                self.h2d[node] = into
-                self.d2h[node] = Engine(f"{node}.d2h", "d2h") if gpu.copy_engines >= 2 else into
+                self.compute[node] = Engine(f"{node}.compute")
+                self.copy[node] = CopyEngines.of(node, gpu)

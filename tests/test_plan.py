@@ -48,7 +48,7 @@ def test_cycle_names_a_task() -> None:
 def test_negative_bytes_names_the_task() -> None:
     p = _plan()
     p.tasks[0].bytes = -1
-    with pytest.raises(PlanError, match="task 'load': negative byte"):
+    with pytest.raises(PlanError, match="task 'load': bytes must be a non-negative whole number, got -1"):
         p.validate()
 
 

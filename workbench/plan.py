@@ -6,17 +6,36 @@ from the real sampled vertex sets. Three task kinds:
 ``compute``
     runs on ``device`` (a GPU node such as ``m0.gpu1``, or a host node for CPU work);
     its time comes from a cost model over ``features`` (``vertices``, ``edges``,
-    ``in_dim``, ``out_dim``, ``flops``, ``bytes``, ...).
+    ``in_dim``, ``out_dim``, ``flops``, ``bytes``, ...); ``layer`` names the GNN layer
+    it computes, when it computes one (ROC's partitioner learns from per-layer times).
 ``transfer``
     moves ``bytes`` from memory ``src`` to memory ``dst`` (host or GPU nodes);
-    ``carries`` says what (``features``, ``activations``, ``gradients``, ``model``).
+    ``carries`` says what (one of :data:`CARRIES`).
 ``collective``
-    ``op`` (``allreduce``, ``allgather``, ``broadcast``, ``alltoall``) among
-    ``devices``; ``bytes`` is each device's buffer size.
+    ``op`` (``allreduce``, ``allgather``, ``broadcast``, ``alltoall``, ``reducescatter``)
+    among ``devices``; ``bytes`` is each device's buffer size.
 
-``resident`` lists tensors that stay in a memory for the whole plan (model weights,
-feature caches, optimizer state); with the transient tensors of each task they must
-fit in the GPU's memory, else the plan is infeasible.
+Tensors and memory. Three kinds of tensor occupy a memory, and the simulator checks
+their sum against each memory's capacity at every moment of the run:
+
+* ``resident`` tensors stay in a memory for the whole plan (model weights, feature
+  caches, optimizer state);
+* a task may ``allocate`` named tensors (``{"name": bytes}``) on the memory it writes
+  (a compute task's ``device``, a transfer's ``dst``) when it starts, and any task may
+  ``free`` named tensors when it ends. A name is live from the start of the task that
+  allocates it to the end of the task that frees it (or the end of the plan); it may
+  be allocated again after it is freed, never while it is live, and a resident name
+  is never allocated or freed. The freeing task must depend, directly or not, on the
+  allocating one. A transfer into a memory always lands in a buffer there: its
+  ``allocate`` names that buffer; a transfer that names none gets an unnamed buffer
+  of ``bytes``, freed once every task that depends on the transfer has ended (its
+  data is consumed);
+* ``memory``: transient bytes a task holds on its memory while it runs (workspace,
+  a collective's staging buffers on each of its devices).
+
+This is the vocabulary of GPU memory policies: a swap-out is a transfer to host that
+allocates the host copy and frees the GPU one, a swap-in a transfer back that
+allocates it on the GPU again, and reuse is a tensor that simply stays live.
 
 JSON layout (hand-writable; see ``examples/plans/``)::
 
@@ -24,20 +43,27 @@ JSON layout (hand-writable; see ``examples/plans/``)::
      "resident": [{"name": "cache", "device": "m0.gpu0", "bytes": 1000000}],
      "tasks": [
        {"id": "load", "kind": "transfer", "phase": "h2d", "src": "m0.host", "dst": "m0.gpu0",
-        "bytes": 4000000},
-       {"id": "fwd", "kind": "compute", "phase": "forward", "device": "m0.gpu0",
+        "bytes": 4000000, "allocate": {"x0": 4000000}},
+       {"id": "fwd", "kind": "compute", "phase": "forward", "device": "m0.gpu0", "layer": 0,
         "features": {"vertices": 1000, "edges": 20000, "in_dim": 128, "out_dim": 128},
-        "deps": ["load"]}]}
+        "deps": ["load"], "allocate": {"h1": 512000}, "free": ["x0"]}]}
 
-Optional task fields: ``worker`` and ``iteration`` (default 0), ``items``,
-``memory`` (transient bytes the task holds on its device while it runs), ``label``.
+Optional task fields: ``worker`` and ``iteration`` (default 0), ``items``, ``memory``,
+``allocate``, ``free``, ``layer``, ``carries``, ``label``. ``workers`` (optional)
+maps devices to the worker that drives them; a collective's trace row on a device
+belongs to that worker (by default a GPU's global rank, a host's machine index).
+
+Every field is type-checked by :meth:`Plan.validate`: a byte count is a whole number
+(``"1000"``, ``1000.5``, NaN or ``true`` are errors naming the task and the field).
 """
 
 from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Iterable
+import math
+import numbers
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +88,24 @@ PHASES = (
     "swap",
     "other",
 )
+# What a transfer or collective carries ("" when the plan does not say).
+CARRIES = (
+    "",
+    "features",  # input vertex features
+    "activations",  # a layer's outputs (forward) or what backward saved of them
+    "gradients",  # gradients of activations or of parameters
+    "partials",  # partial aggregations (P3's first layer, HopGNN's migrated sums)
+    "embeddings",  # final or historical vertex embeddings
+    "model",  # parameters (HopGNN's migration, a broadcast of weights)
+    "optimizer",  # optimizer state
+    "labels",  # training labels
+    "indices",  # vertex or edge ids (sampling requests)
+    "adjacency",  # graph structure (sampled blocks, edge chunks)
+    "probabilities",  # sampling probability matrices (matrix-based bulk sampling)
+    "other",
+)
 _PHASE_SET = frozenset(PHASES)
+_CARRIES_SET = frozenset(CARRIES)
 
 
 @dataclass
@@ -81,6 +124,9 @@ class Task:
     bytes: int = 0
     items: int = 0
     memory: int = 0
+    allocate: dict[str, int] = field(default_factory=dict)
+    free: list[str] = field(default_factory=list)
+    layer: int | None = None
     carries: str = ""
     label: str = ""
     features: dict[str, float] = field(default_factory=dict)
@@ -98,6 +144,10 @@ class Task:
             return [n for n in (self.src, self.dst) if n]
         return list(self.devices)
 
+    def writes_to(self) -> str | None:
+        """The memory this task's ``allocate`` tensors live on: a compute's device, a transfer's dst."""
+        return self.device if self.kind == "compute" else self.dst if self.kind == "transfer" else None
+
 
 @dataclass
 class ResidentTensor:
@@ -107,33 +157,12 @@ class ResidentTensor:
 
 
 @dataclass
-class PlanColumns:
-    """A validated plan's tasks as columns (lists in plan order), from :meth:`Plan.validate_columns`."""
-
-    order: list[Task]  # a topological order (what validate() returns)
-    position: dict[str, int]  # task id -> index in plan.tasks (its keys: the ids in plan order)
-    deps: list[list[str]]
-    kinds: list[str]
-    phases: list[str]
-    workers: list[int]
-    iterations: list[int]
-    nbytes: list[int]
-    items: list[int]
-    devices: list[str | None]
-    memory: list[int]
-    features: list[dict[str, float]]
-    dep_counts: list[int]  # len(task.deps), repeats included
-    # Every task's dependencies as positions, flattened in plan order; None when some
-    # task depends on a later one (then only the ids in ``deps`` say it).
-    dep_positions: list[int] | None
-
-
-@dataclass
 class Plan:
     name: str = "plan"
     tasks: list[Task] = field(default_factory=list)
     resident: list[ResidentTensor] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    workers: dict[str, int] = field(default_factory=dict)  # device -> the worker that drives it
 
     # ---- building ----------------------------------------------------------
     def add(self, task: Task) -> Task:
@@ -185,151 +214,102 @@ class Plan:
     def keep(self, name: str, device: str, nbytes: int) -> None:
         self.resident.append(ResidentTensor(name, device, int(nbytes)))
 
+    def device_workers(self, gpu_nodes: Sequence[str], host_nodes: Sequence[str]) -> dict[str, int]:
+        """Which worker drives each device: ``workers`` where the plan says, else a GPU's
+        index in ``gpu_nodes`` (its global rank) and a host's index in ``host_nodes``."""
+        out = {node: rank for rank, node in enumerate(host_nodes)}
+        out.update({node: rank for rank, node in enumerate(gpu_nodes)})
+        out.update(self.workers)
+        return out
+
     # ---- checks ------------------------------------------------------------
     def validate(self, known_nodes: Iterable[str] | None = None) -> list[Task]:
-        """Check the plan and return its tasks in a topological order.
+        """Check the plan and return its tasks in a topological order (plan order where it can).
 
-        Errors name the task: duplicate ids, unknown kinds or phases, missing fields,
-        negative byte counts, dependencies on unknown tasks, cycles, and (when
+        Errors name the task and the field: duplicate ids, unknown kinds, phases or
+        ``carries``, fields of the wrong type (a byte count that is a string, a
+        fraction, NaN or a boolean), missing fields, negative counts, dependencies on
+        unknown tasks, cycles, tensors freed that nothing allocates, and (when
         ``known_nodes`` is given) devices or memories the hardware does not have.
         """
-        return self.validate_columns(known_nodes).order
-
-    def validate_columns(self, known_nodes: Iterable[str] | None = None) -> PlanColumns:
-        """:meth:`validate`, also returning what its pass over the tasks read, as columns.
-
-        For a simulator, which would otherwise read each field of every task again
-        (one pass over a large plan's scattered task objects per field).
-        """
         nodes = set(known_nodes) if known_nodes is not None else None
-        by_id: dict[str, int] = {}
-        phases = _PHASE_SET
-        numbers = (int, float)
-        cols = PlanColumns([], by_id, [], [], [], [], [], [], [], [], [], [], [], [])
-        dep_positions: list[int] = []
-        add_features, add_count, add_position = (
-            cols.features.append,
-            cols.dep_counts.append,
-            dep_positions.append,
-        )
-        get_position = by_id.get
-        add_deps, add_kind, add_phase = cols.deps.append, cols.kinds.append, cols.phases.append
-        add_worker, add_iteration, add_device = (
-            cols.workers.append,
-            cols.iterations.append,
-            cols.devices.append,
-        )
-        add_bytes, add_items, add_memory = cols.nbytes.append, cols.items.append, cols.memory.append
-        # Dependencies on tasks not (yet) seen, in plan order: checked once every id is known.
-        forward: list[tuple[Task, str]] = []
-        for i, t in enumerate(self.tasks):
-            # One pass, and the message prefix is built only on error: this loop runs once
-            # per task of plans with hundreds of thousands of tasks.
-            tid = t.id
-            if not tid:
-                raise PlanError(f"plan {self.name!r}: a task has an empty id")
-            if tid in by_id:
-                raise PlanError(f"{self._where(t)}: duplicate task id")
-            deps = t.deps
-            for d in deps:
-                p = get_position(d)
-                if p is None:
-                    forward.append((t, d))
-                else:
-                    add_position(p)
-            by_id[tid] = i
-            add_deps(deps)
-            add_count(len(deps))
-            kind = t.kind
-            add_kind(kind)
-            if kind not in TASK_KINDS:
-                raise PlanError(f"{self._where(t)}: unknown kind {kind!r}; allowed: {', '.join(TASK_KINDS)}")
-            phase = t.phase
-            add_phase(phase)
-            if phase not in phases:
-                raise PlanError(f"{self._where(t)}: unknown phase {t.phase!r}; allowed: {', '.join(PHASES)}")
-            nbytes = t.bytes
-            items = t.items
-            memory = t.memory
-            add_bytes(nbytes)
-            add_items(items)
-            add_memory(memory)
-            if nbytes < 0 or items < 0 or memory < 0:
-                raise PlanError(
-                    f"{self._where(t)}: negative byte or item count "
-                    f"(bytes={t.bytes}, items={t.items}, memory={t.memory})"
-                )
-            add_worker(t.worker)
-            add_iteration(t.iteration)
-            device = t.device
-            add_device(device)
-            if kind == "compute":
-                if not device:
-                    raise PlanError(f"{self._where(t)}: a compute task needs a device")
-            elif kind == "transfer":
-                if not t.src or not t.dst:
-                    raise PlanError(f"{self._where(t)}: a transfer needs src and dst")
-            elif t.op not in COLLECTIVE_OPS:
-                raise PlanError(
-                    f"{self._where(t)}: unknown collective op {t.op!r}; allowed: {', '.join(COLLECTIVE_OPS)}"
-                )
-            elif len(t.devices) < 1 or len(set(t.devices)) != len(t.devices):
-                raise PlanError(f"{self._where(t)}: a collective needs distinct devices")
-            features = t.features
-            add_features(features)
-            for k, v in features.items():
-                if not isinstance(v, numbers) or v < 0:
-                    raise PlanError(
-                        f"{self._where(t)}: cost feature {k!r} must be a non-negative number, got {v!r}"
-                    )
+        name = self.name
+        position: dict[str, int] = {}
+        allocated: set[str] = set()
+        freed: dict[str, Task] = {}
+        in_order = True  # every task after its dependencies: the plan order is topological
+        for i, task in enumerate(self.tasks):
+            check_task(task, name)
+            if task.id in position:
+                raise PlanError(f"{self._where(task)}: duplicate task id")
+            for d in task.deps:
+                if d not in position:
+                    in_order = False  # itself, a later task, or an unknown one (checked below)
+            position[task.id] = i
             if nodes is not None:
-                if kind == "compute":
-                    if t.device not in nodes:
-                        raise PlanError(
-                            f"{self._where(t)}: the hardware has no device or memory {t.device!r}"
-                        )
-                elif kind == "transfer":
-                    if t.src not in nodes or t.dst not in nodes:
-                        n = t.src if t.src not in nodes else t.dst
-                        raise PlanError(f"{self._where(t)}: the hardware has no device or memory {n!r}")
-                else:
-                    for n in t.devices:
-                        if n not in nodes:
-                            raise PlanError(f"{self._where(t)}: the hardware has no device or memory {n!r}")
+                for node in task.memories():
+                    if node not in nodes:
+                        raise PlanError(f"{self._where(task)}: the hardware has no device or memory {node!r}")
+            if task.allocate:
+                allocated.update(task.allocate)
+            for tensor in task.free:
+                freed.setdefault(tensor, task)
+        resident_names = set()
         for r in self.resident:
-            if r.bytes < 0:
-                raise PlanError(f"plan {self.name!r}: resident tensor {r.name!r} has negative size")
+            where = f"plan {name!r}: resident tensor {r.name!r}"
+            if not _is_count(r.bytes):
+                raise PlanError(f"{where}: bytes must be a non-negative whole number, got {r.bytes!r}")
             if nodes is not None and r.device not in nodes:
+                raise PlanError(f"{where} is on unknown device {r.device!r}")
+            resident_names.add(r.name)
+        for tensor, task in freed.items():
+            if tensor in resident_names:
                 raise PlanError(
-                    f"plan {self.name!r}: resident tensor {r.name!r} is on unknown device {r.device!r}"
+                    f"{self._where(task)}: frees resident tensor {tensor!r} (resident tensors stay for the whole plan)"
                 )
-        # Builders emit tasks after their dependencies; then Kahn's smallest-position-first
-        # order is the plan order itself (task i is ready once 0..i-1 are taken): no heap needed.
-        for t, d in forward:
-            if d not in by_id:
-                raise PlanError(f"{self._where(t)} depends on unknown task {d!r}")
-        cols.order = list(self.tasks) if not forward else _topological_order(self.name, self.tasks, by_id)
-        cols.dep_positions = dep_positions if not forward else None
-        return cols
+            if tensor not in allocated:
+                raise PlanError(f"{self._where(task)}: frees tensor {tensor!r}, which no task allocates")
+        if allocated & resident_names:
+            task = next(t for t in self.tasks if set(t.allocate) & resident_names)
+            tensor = sorted(set(task.allocate) & resident_names)[0]
+            raise PlanError(f"{self._where(task)}: allocates {tensor!r}, the name of a resident tensor")
+        for device, worker in self.workers.items():
+            if not _is_count(worker):
+                raise PlanError(
+                    f"plan {name!r}: workers[{device!r}] must be a non-negative whole number, got {worker!r}"
+                )
+            if nodes is not None and device not in nodes:
+                raise PlanError(f"plan {name!r}: workers names unknown device {device!r}")
+        if in_order:
+            return list(self.tasks)
+        for task in self.tasks:
+            for d in task.deps:
+                if d not in position:
+                    raise PlanError(f"{self._where(task)} depends on unknown task {d!r}")
+        return topological_order(name, self.tasks, position)
 
     def _where(self, task: Task) -> str:
         return f"plan {self.name!r}: task {task.id!r}"
 
     # ---- files -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "meta": self.meta,
             "resident": [asdict(r) for r in self.resident],
             "tasks": [t.to_dict() for t in self.tasks],
         }
+        if self.workers:
+            out["workers"] = dict(self.workers)
+        return out
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<plan>") -> Plan:
-        if not isinstance(data, dict) or "tasks" not in data:
+        """A plan from its JSON layout. Only the shape is checked here; :meth:`validate` checks the fields."""
+        if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
             raise PlanError(f"{source}: a plan is a JSON object with a 'tasks' list")
         fields = set(Task.__dataclass_fields__)
         tasks = []
@@ -344,21 +324,21 @@ class Plan:
                 )
             if "id" not in raw or "kind" not in raw:
                 raise PlanError(f"{source}: tasks[{i}] needs 'id' and 'kind'")
-            try:
-                tasks.append(Task(**{**raw, "id": str(raw["id"])}))
-            except TypeError as exc:
-                raise PlanError(f"{source}: task {raw['id']!r}: {exc}") from None
+            tasks.append(Task(**{**_whole_numbers(raw), "id": str(raw["id"])}))
         resident = []
         for i, r in enumerate(data.get("resident", [])):
-            try:
-                resident.append(ResidentTensor(str(r["name"]), str(r["device"]), int(r["bytes"])))
-            except (KeyError, TypeError, ValueError):
-                raise PlanError(f"{source}: resident[{i}] needs name, device and bytes") from None
+            if not isinstance(r, dict) or not {"name", "device", "bytes"} <= set(r):
+                raise PlanError(f"{source}: resident[{i}] needs name, device and bytes")
+            resident.append(ResidentTensor(str(r["name"]), str(r["device"]), _whole(r["bytes"])))
+        workers = data.get("workers", {})
+        if not isinstance(workers, dict):
+            raise PlanError(f"{source}: 'workers' must map devices to worker numbers")
         return cls(
             name=str(data.get("name", Path(source).stem)),
             tasks=tasks,
             resident=resident,
             meta=dict(data.get("meta", {})),
+            workers=dict(workers),
         )
 
     @classmethod
@@ -368,30 +348,149 @@ class Plan:
             data = json.loads(p.read_text())
         except FileNotFoundError:
             raise PlanError(f"{p}: no such plan file") from None
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise PlanError(f"{p}: not valid JSON: {exc}") from None
         return cls.from_dict(data, str(p))
 
     def merged(self, other: Plan, prefix: str = "") -> Plan:
         """This plan followed by ``other`` (its ids prefixed), with no dependencies between them."""
-        out = Plan(self.name, list(self.tasks), list(self.resident), dict(self.meta))
+        out = Plan(self.name, list(self.tasks), list(self.resident), dict(self.meta), dict(self.workers))
         for t in other.tasks:
             d = t.to_dict()
             d["id"] = prefix + t.id
             d["deps"] = [prefix + x for x in t.deps]
             out.tasks.append(Task(**d))
         out.resident.extend(other.resident)
+        out.workers.update(other.workers)
         return out
 
 
-def _topological_order(name: str, tasks: list[Task], position: dict[str, int]) -> list[Task]:
-    """Kahn's algorithm in plan order (stable, so execution is deterministic)."""
+# ---- one task's fields ---------------------------------------------------------
+_TASK_COUNTS = ("bytes", "items", "memory", "worker", "iteration")
+_COUNT_FIELDS = (*_TASK_COUNTS, "layer")
+
+
+def _whole(x: Any) -> Any:
+    """JSON has one number type: ``1e9`` written by hand is the whole number it looks like."""
+    return int(x) if type(x) is float and x.is_integer() else x
+
+
+def _whole_numbers(raw: dict[str, Any]) -> dict[str, Any]:
+    out = {k: _whole(raw[k]) if k in _COUNT_FIELDS else raw[k] for k in raw}
+    if isinstance(out.get("allocate"), dict):
+        out["allocate"] = {k: _whole(v) for k, v in out["allocate"].items()}
+    return out
+
+
+def _is_count(x: Any) -> bool:
+    """A non-negative whole number (numpy's too), never a bool: JSON's ``true`` is not 1 byte."""
+    if type(x) is int:
+        return x >= 0
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 0
+
+
+def _is_amount(x: Any) -> bool:
+    """A finite non-negative real number (not a bool)."""
+    if type(x) is float or type(x) is int:
+        return x >= 0 and math.isfinite(x)
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def _is_name(x: Any) -> bool:
+    return isinstance(x, str) and x != ""
+
+
+def _fail(plan_name: str, t: Task, what: str) -> PlanError:
+    return PlanError(f"plan {plan_name!r}: task {t.id!r}: {what}")
+
+
+def check_task(t: Task, plan_name: str = "plan") -> None:
+    """Raise :class:`PlanError` naming the task and the field for anything malformed in ``t`` alone.
+
+    Runs once per task of plans with hundreds of thousands of tasks: messages are built
+    only on error, and the common field values pass with a type test or two.
+    """
+
+    if not _is_name(t.id):
+        raise PlanError(f"plan {plan_name!r}: a task has an empty or non-string id ({t.id!r})")
+    kind = t.kind
+    if kind not in TASK_KINDS:
+        raise _fail(plan_name, t, f"unknown kind {kind!r}; allowed: {', '.join(TASK_KINDS)}")
+    if type(t.phase) is not str or t.phase not in _PHASE_SET:
+        raise _fail(plan_name, t, f"unknown phase {t.phase!r}; allowed: {', '.join(PHASES)}")
+    if not (
+        _is_count(t.bytes)
+        and _is_count(t.items)
+        and _is_count(t.memory)
+        and _is_count(t.worker)
+        and _is_count(t.iteration)
+    ):
+        field_name = next(f for f in _TASK_COUNTS if not _is_count(getattr(t, f)))
+        value = getattr(t, field_name)
+        raise _fail(plan_name, t, f"{field_name} must be a non-negative whole number, got {value!r}")
+    if t.layer is not None and not _is_count(t.layer):
+        raise _fail(plan_name, t, f"layer must be a non-negative whole number, got {t.layer!r}")
+    if type(t.carries) is not str or t.carries not in _CARRIES_SET:
+        raise _fail(plan_name, t, f"carries {t.carries!r}; allowed: {', '.join(c for c in CARRIES if c)}")
+    if type(t.label) is not str:
+        raise _fail(plan_name, t, f"label must be a string, got {t.label!r}")
+    if type(t.deps) is not list:
+        raise _fail(plan_name, t, f"deps must be a list of task ids, got {t.deps!r}")
+    for d in t.deps:
+        if not _is_name(d):
+            raise _fail(plan_name, t, f"deps must be a list of task ids, got {t.deps!r}")
+    if type(t.features) is not dict:
+        raise _fail(plan_name, t, f"features must be an object of numbers, got {t.features!r}")
+    for k, v in t.features.items():
+        if not _is_amount(v):
+            raise _fail(plan_name, t, f"cost feature {k!r} must be a finite non-negative number, got {v!r}")
+    if type(t.allocate) is not dict:
+        raise _fail(plan_name, t, f"allocate must map tensor names to bytes, got {t.allocate!r}")
+    for k, v in t.allocate.items():
+        if not _is_name(k) or not _is_count(v):
+            raise _fail(
+                plan_name, t, f"allocate[{k!r}] must be a non-negative whole number of bytes, got {v!r}"
+            )
+    if type(t.free) is not list:
+        raise _fail(plan_name, t, f"free must be a list of tensor names, got {t.free!r}")
+    if t.free:
+        if not all(_is_name(n) for n in t.free):
+            raise _fail(plan_name, t, f"free must be a list of tensor names, got {t.free!r}")
+        if len(set(t.free)) != len(t.free):
+            raise _fail(plan_name, t, "free names a tensor twice")
+    if kind == "compute":
+        if not _is_name(t.device):
+            raise _fail(plan_name, t, "a compute task needs a device")
+    elif kind == "transfer":
+        if not _is_name(t.src) or not _is_name(t.dst):
+            raise _fail(plan_name, t, "a transfer needs src and dst")
+    else:
+        if t.op not in COLLECTIVE_OPS:
+            raise _fail(plan_name, t, f"unknown collective op {t.op!r}; allowed: {', '.join(COLLECTIVE_OPS)}")
+        devices = t.devices
+        if type(devices) is not list or not devices or not all(_is_name(d) for d in devices):
+            raise _fail(plan_name, t, "a collective needs a list of devices")
+        if len(set(devices)) != len(devices):
+            raise _fail(plan_name, t, "a collective needs distinct devices")
+        if t.allocate:
+            raise _fail(
+                plan_name,
+                t,
+                "a collective allocates nothing (it works in place); "
+                "give its buffers to the tasks that make them, or use memory for staging",
+            )
+
+
+def topological_order(name: str, tasks: list[Task], position: dict[str, int]) -> list[Task]:
+    """Kahn's algorithm, smallest plan position first (stable, so execution is deterministic).
+
+    ``position``: each task id's index in ``tasks``.
+    """
     indeg = {t.id: len(set(t.deps)) for t in tasks}
     users: dict[str, list[str]] = {t.id: [] for t in tasks}
     for t in tasks:
         for d in set(t.deps):
             users[d].append(t.id)
-
     ready = [position[t.id] for t in tasks if indeg[t.id] == 0]
     heapq.heapify(ready)
     order: list[Task] = []

@@ -5,7 +5,8 @@ alike. One process per worker, one thread per (device, engine) of that worker: a
 worker's compute stream, copy engines and collectives each get a row. Events are
 complete events (``"ph": "X"``) with microsecond ``ts`` and ``dur``; their name is
 the plan task id when the trace has one, else the phase; ``args`` carry phase,
-iteration, bytes and items.
+iteration, bytes, items and ``queued_us``, the time it waited between being ready
+and starting (queueing for an engine or a CPU core).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def chrome_trace_events(trace: pd.DataFrame) -> dict[str, Any]:
                     "iteration": int(r.iteration),
                     "bytes": int(r.bytes),
                     "items": int(r.items),
+                    "queued_us": (float(r.start) - float(r.ready)) * 1e6,
                     "run_id": str(r.run_id),
                 },
             }

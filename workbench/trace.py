@@ -2,30 +2,53 @@
 
 One row per timed activity::
 
-    run_id    str    which run (a configuration hash or a name)
-    worker    int    worker (rank) that issued the activity
-    device    str    where it ran: a GPU or host node (``m0.gpu0``), or a link route for a transfer's source
-    iteration int    training iteration (minibatch step or epoch)
-    phase     str    sample, gather_local, gather_remote, h2d, d2h, forward, backward, allreduce, migrate, ...
-    start     float  seconds since the run's start
-    end       float  seconds since the run's start (>= start)
-    bytes     int    bytes moved (0 for compute)
-    items     int    vertices or edges processed or carried
+    run_id       str    which run (a configuration hash or a name)
+    worker       int    the worker that owns the activity: the task's ``worker``; for a
+                        collective, one row per device, each owned by the worker that
+                        drives that device (``Plan.workers``, by default a GPU's global rank)
+    device       str    where it ran: a compute's device; a transfer's destination GPU,
+                        else its source (a copy to host shows on its GPU); a collective's device
+    iteration    int    training iteration (minibatch step or epoch)
+    phase        str    sample, gather_local, gather_remote, h2d, d2h, forward, backward, allreduce, migrate, ...
+    ready        float  seconds since the run's start when its inputs were ready (dependencies done)
+    start        float  when it started: ``start - ready`` is time spent queueing for an engine
+    end          float  when it ended (>= start >= ready)
+    bytes        int    bytes this row's device actually sent: 0 for compute and for a copy
+                        within one memory; a transfer's bytes; for a collective over n devices
+                        of buffer B, the ring's share: all-reduce 2(n-1)/n B, reduce-scatter,
+                        all-gather and all-to-all (n-1)/n B, broadcast B for every device of
+                        the chain but the last (0); integer division, as whole bytes
+    items        int    vertices or edges processed or carried
 
-Optional columns: ``task`` (plan task id), ``engine`` (``compute``, ``h2d``, ``d2h``,
-``link``, ... for timeline rows), ``executor`` (``sim`` or ``real``), ``kind``.
+Optional columns (both executors write them all through :func:`build_trace`)::
+
+    task         str    plan task id
+    kind         str    compute, transfer or collective
+    engine       str    compute, cpu, h2d, d2h, d2d (GPU to GPU in one machine), net, collective
+    executor     str    sim or real
+    src, dst     str    a transfer's source and destination memories ("" otherwise): for link calibration
+    layer        int    the GNN layer a compute computes (-1 when none): for per-layer cost models
+    buffer_bytes int    a transfer's or collective's buffer size (``Task.bytes``), 0 for compute
+
+One function, :func:`build_trace`, turns a plan's tasks plus the timed rows an
+executor measured (:class:`TraceRows`) into this table; the simulator calls it, and
+the real executor calls the same one, so a column means the same in both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from workbench.errors import TraceFormatError
+from workbench.plan import Task
 
 REQUIRED_COLUMNS: dict[str, str] = {
     "run_id": "string",
@@ -33,6 +56,7 @@ REQUIRED_COLUMNS: dict[str, str] = {
     "device": "string",
     "iteration": "int64",
     "phase": "string",
+    "ready": "float64",
     "start": "float64",
     "end": "float64",
     "bytes": "int64",
@@ -40,10 +64,147 @@ REQUIRED_COLUMNS: dict[str, str] = {
 }
 OPTIONAL_COLUMNS: dict[str, str] = {
     "task": "string",
+    "kind": "string",
     "engine": "string",
     "executor": "string",
-    "kind": "string",
+    "src": "string",
+    "dst": "string",
+    "layer": "int64",
+    "buffer_bytes": "int64",
 }
+EXECUTORS = ("sim", "real")
+
+
+@dataclass
+class TraceRows:
+    """Timed rows an executor measured, the input of :func:`build_trace`; one entry per row.
+
+    A compute or transfer has one row; a collective one row per device it ran on.
+    """
+
+    task: Sequence[int]  # the row's task, as its position in the plan's task list
+    device: Sequence[str]  # where the row's work ran (see the ``device`` column)
+    engine: Sequence[str]
+    ready: Sequence[float]
+    start: Sequence[float]
+    end: Sequence[float]
+
+
+def collective_bytes_sent(op: str, n: int, rank: int, nbytes: int) -> int:
+    """Bytes device ``rank`` of an ``n``-device ring collective on a ``nbytes`` buffer sends."""
+    if n < 2:
+        return 0
+    if op == "allreduce":
+        return 2 * (n - 1) * nbytes // n
+    if op == "broadcast":  # a chain from rank 0: every device forwards it but the last
+        return nbytes if rank < n - 1 else 0
+    return (n - 1) * nbytes // n  # reducescatter, allgather, alltoall
+
+
+def build_trace(
+    tasks: Sequence[Task],
+    rows: TraceRows,
+    run_id: str,
+    executor: str,
+    device_workers: Mapping[str, int],
+    fields: Mapping[str, Sequence[Any]] | None = None,
+) -> pd.DataFrame:
+    """The trace table of ``rows`` measured while running ``tasks``.
+
+    ``device_workers``: which worker drives each device (a collective row's worker).
+    ``fields``: per task (in plan order) any of ``id``, ``kind``, ``phase``, ``worker``,
+    ``iteration``, ``bytes``, ``items`` the caller has read already; the rest are read here.
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    per_task = dict(fields or {})
+
+    def column(name: str) -> Sequence[Any]:
+        if name not in per_task:
+            per_task[name] = list(map(attrgetter(name), tasks))
+        return per_task[name]
+
+    n_tasks = len(tasks)
+    row_task = np.asarray(rows.task, dtype=np.int64)
+    n = len(row_task)
+    kind_uniques, kind_codes = _codes(column("kind"))
+    is_kind = {
+        k: kind_codes == kind_uniques.index(k) if k in kind_uniques else None
+        for k in ("compute", "transfer", "collective")
+    }
+    buffer = np.fromiter(column("bytes"), dtype=np.int64, count=n_tasks)
+    sent = buffer.copy()
+    src = [""] * n_tasks
+    dst = [""] * n_tasks
+    layer = np.full(n_tasks, -1, dtype=np.int64)
+    if is_kind["compute"] is not None:
+        sent[is_kind["compute"]] = 0
+        buffer[is_kind["compute"]] = 0
+        for i in np.flatnonzero(is_kind["compute"]).tolist():
+            if tasks[i].layer is not None:
+                layer[i] = tasks[i].layer
+    if is_kind["transfer"] is not None:
+        for i in np.flatnonzero(is_kind["transfer"]).tolist():
+            t = tasks[i]
+            src[i], dst[i] = t.src, t.dst
+            if t.src == t.dst:
+                sent[i] = 0  # nothing crosses a wire
+    worker = np.fromiter(column("worker"), dtype=np.int64, count=n_tasks)[row_task]
+    row_sent = sent[row_task]
+    devices = list(rows.device)
+    if is_kind["collective"] is not None:
+        for r in np.flatnonzero(is_kind["collective"][row_task]).tolist():
+            t = tasks[row_task[r]]
+            device = devices[r]
+            if device not in device_workers:
+                raise ValueError(f"task {t.id!r}: no worker drives device {device!r}")
+            worker[r] = device_workers[device]
+            rank = t.devices.index(device)
+            row_sent[r] = collective_bytes_sent(t.op or "", len(t.devices), rank, t.bytes)
+    phase_uniques, phase_codes = _codes(column("phase"))
+    src_uniques, src_codes = _codes(src)
+    dst_uniques, dst_codes = _codes(dst)
+    frame = pd.DataFrame(
+        {
+            "run_id": _repeated([run_id], np.zeros(n, dtype=np.int32)),
+            "worker": worker,
+            "device": _few_strings(devices),
+            "iteration": np.fromiter(column("iteration"), dtype=np.int64, count=n_tasks)[row_task],
+            "phase": _repeated(phase_uniques, phase_codes[row_task]),
+            "ready": np.asarray(rows.ready, dtype=np.float64),
+            "start": np.asarray(rows.start, dtype=np.float64),
+            "end": np.asarray(rows.end, dtype=np.float64),
+            "bytes": row_sent,
+            "items": np.fromiter(column("items"), dtype=np.int64, count=n_tasks)[row_task],
+            "task": pa.array(column("id"), type=pa.large_string()).take(pa.array(row_task)).to_pandas(),
+            "kind": _repeated(kind_uniques, kind_codes[row_task]),
+            "engine": _few_strings(list(rows.engine)),
+            "executor": _repeated([executor], np.zeros(n, dtype=np.int32)),
+            "src": _repeated(src_uniques, src_codes[row_task]),
+            "dst": _repeated(dst_uniques, dst_codes[row_task]),
+            "layer": layer[row_task],
+            "buffer_bytes": buffer[row_task],
+        }
+    )
+    return validate_trace(frame)
+
+
+def _codes(values: Sequence[Any]) -> tuple[list, np.ndarray]:
+    """Distinct values in order of first appearance, and each value's position among them."""
+    uniques = list(dict.fromkeys(values))
+    index = {u: i for i, u in enumerate(uniques)}
+    return uniques, np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
+
+
+def _few_strings(values: Sequence[str]) -> pd.Series:
+    """A string column with few distinct values, built from codes (pandas' per-item string
+    conversion of 100,000 values costs tens of milliseconds a column)."""
+    uniques, codes = _codes(values)
+    return _repeated(uniques, codes)
+
+
+def _repeated(uniques: list[str], codes: np.ndarray) -> pd.Series:
+    return pa.array(uniques, type=pa.large_string()).take(pa.array(codes)).to_pandas()
 
 
 def make_trace(records: Iterable[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
@@ -91,9 +252,10 @@ def validate_trace(df: pd.DataFrame, source: str = "trace") -> pd.DataFrame:
     for col in ("bytes", "items"):
         if (out[col] < 0).any():
             raise TraceFormatError(f"{source}: column {col!r} has negative values")
-    if (out["end"] < out["start"]).any():
-        row = int(np.flatnonzero((out["end"] < out["start"]).to_numpy())[0])
-        raise TraceFormatError(f"{source}: column 'end' is before 'start' in row {row}")
+    for early, late in (("ready", "start"), ("start", "end")):
+        if (out[late] < out[early]).any():
+            row = int(np.flatnonzero((out[late] < out[early]).to_numpy())[0])
+            raise TraceFormatError(f"{source}: column {late!r} is before {early!r} in row {row}")
     extra = [c for c in df.columns if c not in out.columns]
     for c in extra:  # keep user columns, after the schema's
         out[c] = df[c]
@@ -119,19 +281,38 @@ def read_trace(path: str | Path) -> pd.DataFrame:
 
 
 def phase_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per phase: count, total busy seconds, bytes, and the span from first start to last end."""
+    """Per phase: count, total busy seconds, total seconds queued (ready to start), bytes,
+    and the span from first start to last end."""
+    columns = ["phase", "count", "busy_s", "queued_s", "span_s", "bytes"]
     if df.empty:
-        return pd.DataFrame(columns=["phase", "count", "busy_s", "span_s", "bytes"])
-    g = df.assign(dur=df["end"] - df["start"]).groupby("phase", sort=True)
+        return pd.DataFrame(columns=columns)
+    g = df.assign(dur=df["end"] - df["start"], queued=df["start"] - df["ready"]).groupby("phase", sort=True)
     out = pd.DataFrame(
         {
             "count": g.size(),
             "busy_s": g["dur"].sum(),
+            "queued_s": g["queued"].sum(),
             "span_s": g["end"].max() - g["start"].min(),
             "bytes": g["bytes"].sum(),
         }
     ).reset_index()
-    return out
+    return out[columns]
+
+
+def phase_table(df: pd.DataFrame) -> list[str]:
+    """:func:`phase_summary` as aligned text lines (milliseconds), for the command line."""
+    summary = phase_summary(df)
+    if not len(summary):
+        return []
+    lines = [
+        f"{'phase':<14} {'count':>7} {'busy (ms)':>12} {'queued (ms)':>12} {'span (ms)':>12} {'bytes':>14}"
+    ]
+    for row in summary.itertuples(index=False):
+        lines.append(
+            f"{row.phase:<14} {row.count:>7} {row.busy_s * 1e3:>12.4f} {row.queued_s * 1e3:>12.4f} "
+            f"{row.span_s * 1e3:>12.4f} {row.bytes:>14,}"
+        )
+    return lines
 
 
 def makespan(df: pd.DataFrame) -> float:

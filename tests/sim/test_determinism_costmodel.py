@@ -69,20 +69,20 @@ def test_same_seed_gives_a_bit_identical_trace(neugraph, jitter):
 
 
 @pytest.mark.parametrize("jitter", [0.0, 0.1])
-def test_bulk_trace_equals_the_per_row_hook(neugraph, jitter):
-    """The recorder fed in bulk by the executor gives the table that per-row hook calls give."""
+def test_the_hook_sees_each_task_as_the_trace_does(neugraph, jitter):
+    """on_task_end is called once per task as it ends, with the times its trace rows carry."""
     plan = busy_plan(neugraph.gpu_nodes(), 3)
     plan.collective("solo", "allreduce", ["m0.gpu0"], 1000, "allreduce", ["2.ar"], iteration=3)
     plan.transfer("same", "m0.gpu1", "m0.gpu1", 1000, "d2d", ["solo"], worker=1)
     plan.compute("stated", "m0.gpu2", "update", ["2.a2a"], features={"seconds": 0.001})
-    bulk = simulate(plan, neugraph, seed=3, jitter=jitter)
-    rows: list[tuple] = []
-    per_row = simulate(plan, neugraph, seed=3, jitter=jitter, on_task_end=lambda *row: rows.append(row))
-    pd.testing.assert_frame_equal(bulk.trace, per_row.trace, check_exact=True)
-    assert bulk.makespan == per_row.makespan
-    assert [(t.id, w, d, e, s, x) for t, w, d, e, s, x in rows] == list(
-        bulk.trace[["task", "worker", "device", "engine", "start", "end"]].itertuples(index=False, name=None)
+    seen: list[tuple] = []
+    result = simulate(plan, neugraph, seed=3, jitter=jitter, on_task_end=lambda *row: seen.append(row))
+    assert len(seen) == len(plan.tasks)
+    rows = result.trace.drop_duplicates("task")  # a collective has a row per device, same times
+    assert [(t.id, r, s, e) for t, r, s, e in seen] == list(
+        rows[["task", "ready", "start", "end"]].itertuples(index=False, name=None)
     )
+    assert result.makespan == max(e for *_, e in seen)
 
 
 def test_engine_subclasses_take_the_general_path(neugraph, monkeypatch):
@@ -101,7 +101,7 @@ def test_engine_subclasses_take_the_general_path(neugraph, monkeypatch):
     class Engines(MachineEngines):
         def __init__(self, cluster):
             super().__init__(cluster)
-            self.compute = {k: Counting(e.name, e.kind, e.slots) for k, e in self.compute.items()}
+            self.compute = {k: Counting(e.name, e.slots) for k, e in self.compute.items()}
 
     plan = busy_plan(neugraph.gpu_nodes(), 3)
     plain = simulate(plan, neugraph, seed=3, jitter=0.1)
@@ -111,47 +111,14 @@ def test_engine_subclasses_take_the_general_path(neugraph, monkeypatch):
     pd.testing.assert_frame_equal(plain.trace, hooked.trace, check_exact=True)
 
 
-def test_a_recorder_keeps_the_rows_of_several_runs(neugraph):
-    from sim import PlanExecutor, TraceRecorder
+def test_an_executor_runs_plans_again_with_the_same_result(neugraph):
+    from sim import PlanExecutor
 
     plan = busy_plan(neugraph.gpu_nodes(), 2)
-    one = simulate(plan, neugraph, run_id="r").trace
-    recorder = TraceRecorder("r")
-    executor = PlanExecutor(neugraph)
-    executor.run(plan, recorder)
-    executor.run(plan, recorder)
-    assert len(recorder) == 2 * len(one)
-    both = recorder.to_frame()
-    pd.testing.assert_frame_equal(both, pd.concat([one, one], ignore_index=True), check_exact=True)
-
-
-def test_validate_columns_are_the_tasks_fields(neugraph):
-    from sim.executor import _columns
-
-    plan = busy_plan(neugraph.gpu_nodes(), 2)
-    plan.tasks[3], plan.tasks[2] = plan.tasks[2], plan.tasks[3]  # not in dependency order
-    cols = plan.validate_columns(neugraph.memory_nodes())
-    assert [t.id for t in cols.order] == [t.id for t in plan.validate()]
-    assert list(cols.position) == [t.id for t in plan.tasks]
-    again = _columns(plan.tasks)
-    for name in (
-        "deps",
-        "kinds",
-        "phases",
-        "workers",
-        "iterations",
-        "nbytes",
-        "items",
-        "devices",
-        "memory",
-        "features",
-        "dep_counts",
-    ):
-        assert getattr(cols, name) == getattr(again, name), name
-    assert cols.dep_positions is None  # a task depends on a later one
-    plan.tasks[3], plan.tasks[2] = plan.tasks[2], plan.tasks[3]
-    cols = plan.validate_columns()
-    assert cols.dep_positions == [cols.position[d] for t in plan.tasks for d in t.deps]
+    executor = PlanExecutor(neugraph, seed=4, jitter=0.1)
+    first = executor.run(plan)
+    second = executor.run(plan)
+    assert (first.ready, first.start, first.end) == (second.ready, second.start, second.end)
 
 
 def test_a_run_leaves_no_reference_cycles(neugraph):
@@ -207,11 +174,9 @@ def test_the_hook_sees_every_row(h100):
     simulate(
         p,
         h100,
-        on_task_end=lambda task, worker, device, engine, start, end: seen.append(
-            (task.id, device, engine, start, end)
-        ),
+        on_task_end=lambda task, ready, start, end: seen.append((task.id, ready, start, end)),
     )
-    assert seen == [("k", "m0.gpu0", "compute", 0.0, 1.0)]
+    assert seen == [("k", 0.0, 0.0, 1.0)]
 
 
 def test_linear_cost_model_by_hand(h100, neugraph):

@@ -15,7 +15,7 @@ from workbench.timeline import chrome_trace_events
 from workbench.trace import read_trace
 
 PLANS = sorted((Path(__file__).resolve().parents[2] / "examples" / "plans").glob("*.json"))
-EXPECTED = {"one_transfer", "shared_uplink", "narrow_link", "overlap", "chain", "ring_allreduce"}
+EXPECTED = {"one_transfer", "shared_uplink", "narrow_link", "overlap", "chain", "ring_allreduce", "swap"}
 
 
 def hardware_of(plan_path: Path):
@@ -76,6 +76,7 @@ def test_chrome_export_reads_traces_without_optional_columns():
             "device": ["m0.gpu3"],
             "iteration": [0],
             "phase": ["forward"],
+            "ready": [0.25],
             "start": [0.5],
             "end": [0.75],
             "bytes": [0],
@@ -85,6 +86,7 @@ def test_chrome_export_reads_traces_without_optional_columns():
     events = chrome_trace_events(df)["traceEvents"]
     span = [e for e in events if e["ph"] == "X"][0]
     assert (span["name"], span["pid"], span["ts"], span["dur"]) == ("forward", 3, 5e5, 2.5e5)
+    assert span["args"]["queued_us"] == 2.5e5  # ready at 0.25 s, started at 0.5 s
 
 
 def test_trace_commands_report_bad_files(tmp_path, capsys):

@@ -1,8 +1,10 @@
 """``gnnwb sim PLAN.json --hardware PRESET_OR_TOML``: simulate an iteration plan.
 
-Prints per-phase times and the makespan; ``--trace out.parquet`` writes the trace.
-Once execution schemes exist, the same command will also build plans from a run
-configuration.
+Prints per-phase busy and queued time, bytes, each GPU's memory peak and the makespan;
+``--trace out.parquet`` writes the trace. A plan that overflows a memory at some moment
+is reported (the memory, the moment, the peak, the tensors live then) and writes no
+trace. ``--seed`` and ``--jitter`` control the noise on compute durations. Once
+execution schemes exist, the same command will also build plans from a run configuration.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sim",
         help="simulate an iteration plan (JSON) on a cluster and print per-phase times",
-        description="Run a plan file on a simulated cluster: per-phase busy time and span, bytes moved, "
-        "and the makespan.",
+        description="Run a plan file on a simulated cluster: per-phase busy, queued and span time, "
+        "bytes moved, each GPU's memory peak and the makespan. A plan that does not fit in some "
+        "memory at some moment is reported and writes no trace.",
     )
     p.add_argument("plan", metavar="PLAN.json", help="plan file (see examples/plans/)")
     p.add_argument(
@@ -25,7 +28,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="cluster preset name or hardware TOML file (default: the plan's meta.hardware)",
     )
     p.add_argument("--trace", metavar="OUT.parquet", default=None, help="write the trace here")
-    p.add_argument("--seed", type=int, default=0, help="seed for any randomness (default 0)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the jitter draws (default 0): same seed, same trace"
+    )
+    p.add_argument(
+        "--jitter",
+        type=float,
+        default=0.0,
+        metavar="SIGMA",
+        help="relative noise on compute durations: each is scaled by a mean-one lognormal factor "
+        "with this sigma (default 0: none)",
+    )
     p.add_argument("--run-id", default=None, help="run id in the trace (default: the plan's name)")
     p.add_argument("--cost-model", metavar="JSON", default=None, help="a saved LinearCostModel")
     p.set_defaults(handler=run_sim)
@@ -35,11 +48,14 @@ def run_sim(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sim import LinearCostModel, simulate
+    from sim.memory import capacities, format_bytes
     from workbench.errors import PlanError
     from workbench.hardware import load_hardware
     from workbench.plan import Plan
-    from workbench.trace import write_trace
+    from workbench.trace import phase_table, write_trace
 
+    if not args.jitter >= 0:
+        raise PlanError(f"--jitter must be a non-negative number, got {args.jitter}")
     plan = Plan.load(args.plan)
     hardware = args.hardware or plan.meta.get("hardware")
     if not hardware:
@@ -51,16 +67,21 @@ def run_sim(args: argparse.Namespace) -> int:
             hardware = str(candidate)
     cluster = load_hardware(hardware)
     cost_model = LinearCostModel.from_json(Path(args.cost_model)) if args.cost_model else None
-    result = simulate(plan, cluster, cost_model=cost_model, run_id=args.run_id or plan.name, seed=args.seed)
+    result = simulate(
+        plan,
+        cluster,
+        cost_model=cost_model,
+        run_id=args.run_id or plan.name,
+        seed=args.seed,
+        jitter=args.jitter,
+    )
     print(f"plan {plan.name!r} on {cluster.name}: {len(plan.tasks)} tasks")
-    summary = result.phase_summary()
-    if len(summary):
-        print(f"{'phase':<14} {'count':>7} {'busy (ms)':>12} {'span (ms)':>12} {'bytes':>14}")
-        for row in summary.itertuples(index=False):
-            print(
-                f"{row.phase:<14} {row.count:>7} {row.busy_s * 1e3:>12.4f} {row.span_s * 1e3:>12.4f} "
-                f"{row.bytes:>14,}"
-            )
+    for line in phase_table(result.trace):
+        print(line)
+    caps = capacities(cluster)
+    for node in cluster.memory_nodes():
+        if node in result.memory and ".gpu" in node:
+            print(f"memory peak {node}: {format_bytes(result.memory[node])} of {format_bytes(caps[node])}")
     print(f"makespan: {result.makespan * 1e3:.6f} ms ({result.makespan:.9g} s)")
     if args.trace:
         out = write_trace(result.trace, args.trace)

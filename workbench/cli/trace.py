@@ -29,19 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def show_trace(args: argparse.Namespace) -> int:
-    from workbench.trace import makespan, phase_summary, read_trace
+    from workbench.trace import makespan, phase_table, read_trace
 
     df = read_trace(args.trace)
     runs = sorted(df["run_id"].unique()) if len(df) else []
     print(f"{args.trace}: {len(df)} rows, runs: {', '.join(runs) or '-'}")
-    summary = phase_summary(df)
-    if len(summary):
-        print(f"{'phase':<14} {'count':>7} {'busy (ms)':>12} {'span (ms)':>12} {'bytes':>14}")
-        for row in summary.itertuples(index=False):
-            print(
-                f"{row.phase:<14} {row.count:>7} {row.busy_s * 1e3:>12.4f} {row.span_s * 1e3:>12.4f} "
-                f"{row.bytes:>14,}"
-            )
+    for line in phase_table(df):
+        print(line)
     print(f"makespan: {makespan(df) * 1e3:.6f} ms")
     return 0
 
