@@ -51,7 +51,8 @@ class SimResult:
     trace: pd.DataFrame  # workbench.trace schema, one row per task (per device for collectives)
     memory: dict[str, int] = field(default_factory=dict)  # each memory's peak live bytes
     # tasks, events (queue entries), rebalances (max-min recomputations), validate_s,
-    # execute_s, wall_s (validate + execute; building the trace table is not included)
+    # setup_s (reading the plan into the run's lists), execute_s, wall_s (the three;
+    # building the trace table is not included)
     stats: dict[str, float] = field(default_factory=dict)
 
     def phase_summary(self) -> pd.DataFrame:

@@ -129,14 +129,16 @@ class PlanExecutor:
             t0 = time.perf_counter()
             plan.validate(self.cluster.memory_nodes())
             check_resident(plan, self.cluster)
-            run = _Run(self, plan, on_task_end)
             t1 = time.perf_counter()
+            run = _Run(self, plan, on_task_end)
+            t2 = time.perf_counter()
             try:
                 times = run.execute()
             finally:
                 run.close()  # its callbacks are bound to it: a cycle only the paused collector would free
             self.stats["validate_s"] = t1 - t0
-            self.stats["execute_s"] = time.perf_counter() - t1
+            self.stats["setup_s"] = t2 - t1
+            self.stats["execute_s"] = time.perf_counter() - t2
             return times
 
 
@@ -154,13 +156,13 @@ class _Run:
         self.engines = MachineEngines(self.cluster)
         tasks = self.tasks = plan.tasks
         n = len(tasks)
-        names = ("id", "kind", "phase", "worker", "iteration", "bytes", "items", "device")
+        names = ("id", "kind", "phase", "worker", "iteration", "bytes", "items", "device", "deps", "features")
         # One pass over the (scattered) task objects for all fields, then split into columns.
         columns = zip(*map(attrgetter(*names), tasks), strict=True) if n else ((),) * len(names)
         fields = self.fields = dict(zip(names, map(list, columns), strict=True))
         # Dependencies as (user, dependency) position pairs; a repeated one counts once.
-        position = {tid: i for i, tid in enumerate(fields["id"])}
-        dep_lists = list(map(attrgetter("deps"), tasks))
+        position = dict(zip(fields["id"], range(n), strict=True))
+        dep_lists = fields.pop("deps")
         counts = np.fromiter(map(len, dep_lists), dtype=np.int64, count=n)
         src = np.fromiter(
             map(position.__getitem__, chain.from_iterable(dep_lists)), dtype=np.int64, count=int(counts.sum())
@@ -222,12 +224,16 @@ class _Run:
                 self.steps[i] = steps
                 self.labels[i] = "collective"
                 self.devices[i] = None  # a row per device of the collective
-        self.seconds = self._durations(compute, executor)
+        self.seconds = self._durations(compute, fields.pop("features"), executor)
 
-    def _durations(self, compute: list[int], executor: PlanExecutor) -> list[float]:
+    def _durations(
+        self, compute: list[int], features: list[dict[str, float]], executor: PlanExecutor
+    ) -> list[float]:
         """Every task's compute duration (0 for others), jitter included."""
         tasks = self.tasks
-        seconds = executor.cost_model.seconds_many([tasks[i] for i in compute], self.cluster)
+        seconds = executor.cost_model.seconds_many(
+            [tasks[i] for i in compute], self.cluster, [features[i] for i in compute]
+        )
         if executor.jitter > 0:
             sigma = executor.jitter
             z = np.random.default_rng(executor.seed).standard_normal(len(compute))
@@ -417,4 +423,4 @@ class _Run:
     def close(self) -> None:
         """Break the run's reference cycles (callbacks bound to it) so it is freed at once."""
         self.starters = []
-        self.flows._last = None  # its on_done is bound to the run
+        self.flows.close()

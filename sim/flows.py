@@ -93,6 +93,10 @@ class FlowNetwork:
             self.clock.call_later(0.0, self._rebalance, LATE)
         return flow
 
+    def close(self) -> None:
+        """Forget the last flow started (its ``on_done`` may be bound to the caller: a cycle)."""
+        self._last = None
+
     def _finish(self, flow: Flow, version: int) -> None:
         if flow.version != version:
             return  # a stale completion: the rate changed after it was scheduled

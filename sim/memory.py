@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from workbench.errors import InfeasiblePlanError, PlanError
 from workbench.hardware.spec import ClusterSpec
@@ -66,7 +67,7 @@ def check_resident(plan: Plan, cluster: ClusterSpec) -> dict[str, int]:
     return resident
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskMemory:
     """What one task does to memory: allocations at its start, releases at its end."""
 
@@ -85,6 +86,7 @@ def task_memory(
     ``users[first_user[i]:first_user[i + 1]]``: the tasks that depend on task i.
     """
     n = len(tasks)
+    holding = attrgetter("memory", "allocate", "free")
     buffered = [
         i
         for i, k in enumerate(kinds)
@@ -97,18 +99,20 @@ def task_memory(
     buffered_set = set(buffered)
     out: list[TaskMemory | None] = [None] * n
     touching = sorted(
-        buffered_set.union(consumes, (i for i, t in enumerate(tasks) if t.memory or t.allocate or t.free))
+        buffered_set.union(consumes, (i for i, held in enumerate(map(holding, tasks)) if any(held)))
     )
     for i in touching:
         t = tasks[i]
         target = t.writes_to()
-        if t.memory:
-            places = t.devices if t.kind == "collective" else [target]
-            transient = [(node, t.memory) for node in places]
-        else:
+        memory = t.memory
+        if not memory:
             transient = []
+        elif t.kind == "collective":
+            transient = [(node, memory) for node in t.devices]
+        else:
+            transient = [(target, memory)]
         out[i] = TaskMemory(
-            [(target, name, b) for name, b in t.allocate.items()],  # type: ignore[misc]
+            [(target, name, b) for name, b in t.allocate.items()] if t.allocate else [],  # type: ignore[misc]
             (t.dst, t.bytes) if i in buffered_set else None,  # type: ignore[arg-type]
             transient,
             list(t.free),
