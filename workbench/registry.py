@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from workbench.errors import ConfigError, UnknownNameError
+from workbench.params import Parameter, check_params, parameters_of
 
 T = TypeVar("T")
 
@@ -64,18 +65,16 @@ class Registry(Generic[T]):
             valid = ", ".join(self.names()) or "(none registered)"
             raise UnknownNameError(f"unknown {self.kind} strategy {name!r}; valid: {valid}") from None
 
+    def parameters(self, name: str) -> list[Parameter]:
+        """The typed parameters strategy ``name`` declares (see :mod:`workbench.params`)."""
+        return parameters_of(self.get(name))
+
     def create(self, name: str, **params: Any) -> T:
+        """Build strategy ``name``; its parameters are checked against their declared types first."""
         cls = self.get(name)
-        accepted = inspect.signature(cls).parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
-        unknown = [k for k in params if k not in accepted and not takes_any]
-        if unknown:
-            allowed = ", ".join(k for k in accepted if k not in ("self", "args", "kwargs")) or "(none)"
-            raise ConfigError(
-                f"{self.kind} strategy {name!r}: unknown parameter(s) {', '.join(unknown)}; allowed: {allowed}"
-            )
+        checked = check_params(params, parameters_of(cls), f"{self.kind} strategy {name!r}")
         try:
-            return cls(**params)
+            return cls(**checked)
         except TypeError as exc:
             raise ConfigError(f"{self.kind} strategy {name!r}: {exc}") from None
 

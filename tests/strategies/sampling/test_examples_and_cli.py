@@ -106,7 +106,7 @@ def test_cli_each_sampler(capsys: pytest.CaptureFixture[str], args: tuple[str, .
         ),
         (("--sampler", "neighbor", "--fanouts", "2,0"), "--fanouts '2,0': need at least one layer, all >= 1"),
         (("--sampler", "neighbor", "--fanouts", "a"), "expected integers"),
-        (("--sampler", "neighbor"), "missing 1 required positional argument: 'fanouts'"),
+        (("--sampler", "neighbor"), "missing parameter(s) fanouts"),
         (("--sampler", "ladies", "--layer-sizes", "5000", "--batch", "8"), "asks for 5000 vertices"),
         (("--sampler", "neighbor", "--fanouts", "2", "--batch", "0"), "--batch must be >= 1"),
         (

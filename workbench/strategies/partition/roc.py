@@ -283,8 +283,9 @@ class RocPartitioner(Partitioner):
 
     def __init__(
         self,
-        weights: Sequence[float] | Sequence[Sequence[float]] | None = None,
-        in_dims: int | Sequence[int] = (128,),
+        # A string ("1,1,2,1,0.5", layers split by ";") is what a command line gives.
+        weights: Sequence[float] | Sequence[Sequence[float]] | str | None = None,
+        in_dims: int | Sequence[int] | str = (128,),
         warp_size: int = WARP_SIZE,
     ) -> None:
         if isinstance(in_dims, str):  # "100,128" from a command line
