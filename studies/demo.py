@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from studies.demo_plan import data_parallel_plan
 from studies.report import ReportPage, register_page, update_index
 
 
@@ -38,74 +37,63 @@ class DemoSettings:
 
 def run_demo(out_dir: Path, settings: DemoSettings = DemoSettings(), progress: bool = True) -> pd.DataFrame:
     from sim import simulate
+    from workbench.config import config_from_dict
     from workbench.graph.datasets import load_dataset
-    from workbench.hardware import load_hardware
-    from workbench.model import build_model
-    from workbench.registry import PARTITIONERS, SAMPLERS
+    from workbench.run import prepare_run, results_row
     from workbench.timeline import write_chrome_trace
-    from workbench.trace import phase_summary, write_trace
+    from workbench.trace import write_trace
 
     def say(msg: str) -> None:
         if progress:
             print(f"[demo] {msg}", flush=True)
 
     t0 = time.perf_counter()
-    rng = np.random.default_rng(settings.seed)
     graph = load_dataset(settings.graph, scale=settings.scale, seed=settings.seed)
     say(f"graph {graph.name}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges")
-    model = build_model(
-        "sage",
-        graph.feat_dim,
-        max(graph.num_classes, 2),
-        hidden=256,
-        num_layers=len(settings.fanouts),
-        fanouts=settings.fanouts,
-    )
-    feat_bytes = graph.feat_dim * 4
-
-    # Each worker trains on its part's training vertices (DGL's layout, METIS by default).
-    parts = PARTITIONERS.create(settings.partitioner).partition(graph, settings.workers, rng)
-    sampler = SAMPLERS.create("neighbor", fanouts=list(settings.fanouts))
-    train = graph.train_nids()
-    per_worker = [rng.permutation(train[parts.owner[train] == w]) for w in range(settings.workers)]
-    batches = []
-    for it in range(settings.iterations):
-        row = []
-        for w in range(settings.workers):
-            seeds = np.sort(per_worker[w][it * settings.batch_size : (it + 1) * settings.batch_size])
-            row.append(sampler.sample(graph, seeds, rng))
-        batches.append(row)
-    say(f"sampled {settings.iterations} iterations x {settings.workers} workers")
-
-    capacity = int(settings.cache_fraction * graph.num_nodes)
     rows = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for hw_name in settings.hardware:
-        cluster = load_hardware(hw_name)
-        machine_of_gpu = [i for i, m in enumerate(cluster.machines) for _ in m.gpus][: settings.workers]
-        # Features live in the host memory of the machine that owns the vertex's partition.
-        host_of_vertex = np.asarray(machine_of_gpu)[parts.owner]
         for placement in settings.placements:
-            cached = _cache_masks(graph, placement, settings.workers, capacity)
-            plan = data_parallel_plan(
-                batches, cluster, model, feat_bytes, cached, host_of_vertex, name=f"{hw_name}/{placement}"
-            )
             run_id = f"{hw_name}.{placement}"
-            result = simulate(plan, cluster, run_id=run_id, seed=settings.seed)
+            # One run configuration per point, through the same spine as `gnnwb sim CONFIG.toml`;
+            # the sampled epoch is cached, so every point after the first reuses it.
+            config = config_from_dict(
+                {
+                    "name": run_id,
+                    "seed": settings.seed,
+                    "graph": {"name": settings.graph, "scale": settings.scale, "seed": settings.seed},
+                    "hardware": {"name": hw_name},
+                    "model": {"name": "sage", "hidden": 256, "num_layers": len(settings.fanouts)},
+                    "training": {
+                        "batch_size": settings.batch_size,
+                        "iterations": settings.iterations,
+                        "workers": settings.workers,
+                    },
+                    "cache": {"capacity": f"{settings.cache_fraction:.0%}"},
+                    "partition": {"name": settings.partitioner},
+                    "placement": {"name": placement},
+                    "sampling": {"name": "neighbor", "fanouts": list(settings.fanouts)},
+                    "execution": {"name": "model-centric"},
+                },
+                f"demo {run_id}",
+            )
+            prepared = prepare_run(config, graph=graph)
+            plan = prepared.plan()
+            result = simulate(plan, prepared.cluster, run_id=run_id, seed=settings.seed)
             write_trace(result.trace, out_dir / "traces" / f"{run_id}.parquet")
-            summary = phase_summary(result.trace)
-            row = {
+            row = results_row(prepared, result.trace)
+            iterations = len(prepared.inputs.epoch)
+            summary_row = {
                 "hardware": hw_name,
                 "placement": placement,
                 "makespan_s": result.makespan,
-                "per_iteration_ms": 1e3 * result.makespan / settings.iterations,
-                "feature_bytes_moved": int(
-                    result.trace.loc[result.trace["phase"].isin(["h2d", "gather_remote"]), "bytes"].sum()
-                ),
+                "per_iteration_ms": 1e3 * result.makespan / iterations,
+                "feature_bytes_moved": row["h2d_bytes"] + row["gather_remote_bytes"] + row["d2d_bytes"],
             }
-            for _, s in summary.iterrows():
-                row[f"{s['phase']}_busy_s"] = s["busy_s"]
-            rows.append(row)
+            for key, value in row.items():
+                if key.endswith("_busy_s") and value:
+                    summary_row[key] = value
+            rows.append(summary_row)
             say(f"{run_id}: {len(plan.tasks)} tasks, makespan {result.makespan * 1e3:.2f} ms")
             if hw_name == settings.hardware[0] and placement == settings.placements[-1]:
                 write_chrome_trace(result.trace, out_dir / "timeline.json")
@@ -115,7 +103,8 @@ def run_demo(out_dir: Path, settings: DemoSettings = DemoSettings(), progress: b
     page = ReportPage(
         "Quick demo: data-parallel GraphSAGE, simulated",
         f"{graph.name} ({graph.num_nodes:,} vertices, {graph.num_edges:,} edges), {settings.workers} workers, "
-        f"fanouts {list(settings.fanouts)}, batch {settings.batch_size}, {settings.iterations} iterations; "
+        f"fanouts {list(settings.fanouts)}, batch {settings.batch_size}, {settings.iterations} iterations, "
+        "the registered model-centric scheme; "
         f"GPU cache of {settings.cache_fraction:.0%} of the vertices where a placement caches.",
     )
     page.add("Per-iteration time by cluster and placement", image="phases.png", table=table)
@@ -127,18 +116,6 @@ def run_demo(out_dir: Path, settings: DemoSettings = DemoSettings(), progress: b
     update_index(out_dir.parent)
     say(f"wrote {out_dir} in {time.perf_counter() - t0:.1f} s")
     return table
-
-
-def _cache_masks(graph, placement: str, workers: int, capacity: int) -> list[np.ndarray] | None:
-    from workbench.registry import PLACEMENTS
-    from workbench.strategies.placement.base import PlacementRequest
-
-    if placement == "none":
-        return None
-    result = PLACEMENTS.create(placement).place(
-        PlacementRequest(graph=graph, num_gpus=workers, capacity=capacity)
-    )
-    return [result.cached_mask(g) for g in range(workers)]
 
 
 def _plot(table: pd.DataFrame, path: Path) -> None:

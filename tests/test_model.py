@@ -57,3 +57,26 @@ def test_bad_models() -> None:
         from workbench.model import ModelSpec
 
         ModelSpec("x", (LayerSpec("gcn", 4, 8), LayerSpec("gcn", 9, 2)))
+
+
+def test_bytes_a_scheme_needs_by_hand() -> None:
+    layer = LayerSpec("sage", 4, 3)
+    # SAGE keeps the aggregated neighbours and the vertex's own row (2 * 5 dst * 4) and its
+    # output (5 * 3): 55 floats, 220 bytes.
+    assert layer.saved_for_backward_bytes(num_src=8, num_dst=5, num_edges=10) == 220
+    gat = LayerSpec("gat", 4, 3, heads=2)
+    # projected sources 8 * 2 * 3 = 48, logits and weights per edge and head 2 * 10 * 2 = 40,
+    # outputs 5 * 2 * 3 = 30: 118 floats.
+    assert gat.saved_for_backward_bytes(8, 5, 10) == 118 * 4
+    back = layer.backward_cost_features(8, 5, 10)
+    fwd = layer.cost_features(8, 5, 10)
+    assert back["flops"] == 2 * fwd["flops"] and back["bytes"] == 2 * fwd["bytes"]
+    assert back["edges"] == fwd["edges"]
+    model = build_model("sage", 4, 3, hidden=8, num_layers=2)
+    # sage 4->8: 2*4*8 + 8 = 72; 8->3: 2*8*3 + 3 = 51; 123 parameters, 492 bytes each copy.
+    assert model.param_bytes() == model.gradient_bytes() == 492
+    assert model.optimizer_state_bytes("adam") == 2 * 492 and model.optimizer_state_bytes("sgd") == 0
+    assert model.training_state_bytes("adam") == 4 * 492
+    assert model.training_state_bytes("momentum") == 3 * 492
+    with pytest.raises(ConfigError, match="unknown optimizer 'lamb'; allowed: sgd, momentum, adam"):
+        model.optimizer_state_bytes("lamb")

@@ -36,8 +36,17 @@ def _base() -> dict:
 
 
 def test_defaults_and_round_trip() -> None:
-    cfg = config_from_dict({**_base(), "model": {"name": "gat", "heads": 4, "fanouts": [10, 5]}})
-    assert cfg.model.heads == 4 and cfg.model.fanouts == (10, 5)
+    cfg = config_from_dict(
+        {
+            **_base(),
+            "model": {"name": "gat", "heads": 4},
+            "sampling": {"name": "neighbor", "fanouts": [10, 5]},
+            "training": {"workers": 1, "optimizer": "sgd"},
+            "cache": {"capacity": "10%"},
+        }
+    )
+    assert cfg.model.heads == 4 and cfg.strategy("sampling").params["fanouts"] == [10, 5]
+    assert cfg.cache.vertices(1000, 400) == 100 and cfg.training.workers == 1
     assert config_from_dict(cfg.to_dict()) == cfg
 
 
@@ -47,7 +56,23 @@ def test_defaults_and_round_trip() -> None:
         ({"graph": {"scale": -1}}, "graph.scale must be positive"),
         ({"model": {"name": "transformer"}}, "model.name: unknown model 'transformer'; allowed: gcn"),
         ({"model": {"hidden": "wide"}}, "model.hidden must be an integer"),
-        ({"model": {"num_layers": 2, "fanouts": [5]}}, "fanouts has 1 entries for 2 layers"),
+        ({"model": {"fanouts": [5]}}, r"\[model\] fanouts: fanouts live in \[sampling\]"),
+        (
+            {"model": {"num_layers": 2}, "sampling": {"name": "neighbor", "fanouts": [5]}},
+            r"\[sampling\] has 1 layers \(\[5\]\) for a 2-layer model",
+        ),
+        (
+            {"sampling": {"name": "neighbor", "fanouts": "5,5"}},
+            r"run.toml: \[sampling\] sampling strategy 'neighbor': fanouts must be a list of integers, got '5,5'",
+        ),
+        (
+            {"sampling": {"name": "neighbor", "fanout": [5, 5]}},
+            r"\[sampling\] sampling strategy 'neighbor': unknown parameter\(s\) fanout; allowed: fanouts",
+        ),
+        ({"training": {"optimizer": "lamb"}}, "training.optimizer: unknown optimizer 'lamb'"),
+        ({"training": {"workers": 0}}, "training.workers must be >= 1"),
+        ({"cache": {"capacity": "150%"}}, r"cache.capacity '150%' must lie between 0% and 100%"),
+        ({"cache": {"capacity": "lots"}}, "cache.capacity"),
         ({"training": {"batch_size": 0}}, "batch_size and epochs must be >= 1"),
         ({"training": {"momentum": 0.9}}, r"unknown field\(s\) momentum; allowed: batch_size"),
         ({"colour": "red"}, r"unknown field\(s\) colour"),
@@ -71,7 +96,8 @@ def test_missing_tables() -> None:
 
 def test_help_texts_cover_every_field() -> None:
     paths = dict(describe_config())
-    assert "model.fanouts" in paths and "training.batch_size" in paths and paths["seed"]
+    assert "cache.capacity" in paths and "training.batch_size" in paths and paths["seed"]
+    assert "model.fanouts" not in paths  # fanouts live with the sampler
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)

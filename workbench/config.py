@@ -16,15 +16,25 @@
     name = "sage"
     hidden = 256
     num_layers = 3
-    fanouts = [15, 10, 5]
 
     [training]
     batch_size = 1024
     epochs = 1
+    workers = 4               # one per GPU, in the cluster's order (default: every GPU)
+
+    [cache]
+    capacity = "10%"          # per-GPU feature cache: a share of the vertices, a size, or a count
 
     [partition]          # one table per strategy kind; every key but `name`
-    name = "metis"       # is a parameter of that strategy
+    name = "metis"       # is a parameter of that strategy (`gnnwb strategies show KIND NAME`)
     balance_train = true
+
+    [sampling]
+    name = "neighbor"
+    fanouts = [15, 10, 5]     # fanouts live here, with the sampler: input layer first
+
+    [execution]
+    name = "model-centric"
 
 Every field carries its help text (``field(metadata={"help": ...})``); the command
 line and ``describe_config`` read it from there. Loading validates every value and
@@ -38,6 +48,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from workbench.errors import ConfigError, UnknownNameError
+from workbench.params import check_value
 from workbench.registry import REGISTRIES
 from workbench.tomlfile import read_toml
 
@@ -73,10 +84,6 @@ class ModelConfig:
     hidden: int = field(default=256, metadata=_help("hidden width"))
     num_layers: int = field(default=2, metadata=_help("number of GNN layers"))
     heads: int = field(default=1, metadata=_help("attention heads (gat)"))
-    fanouts: tuple[int, ...] = field(
-        default=(),
-        metadata=_help("per-layer sampling fanouts, input layer first (DGL order: the seeds use the last)"),
-    )
 
     def validate(self, where: str) -> None:
         from workbench.model import MODEL_FAMILIES
@@ -88,10 +95,6 @@ class ModelConfig:
         for attr in ("hidden", "num_layers", "heads"):
             if getattr(self, attr) < 1:
                 raise ConfigError(f"{where}.{attr} must be >= 1, got {getattr(self, attr)}")
-        if self.fanouts and len(self.fanouts) != self.num_layers:
-            raise ConfigError(f"{where}.fanouts has {len(self.fanouts)} entries for {self.num_layers} layers")
-        if any(f < 1 for f in self.fanouts):
-            raise ConfigError(f"{where}.fanouts must all be >= 1, got {list(self.fanouts)}")
 
 
 @dataclass(frozen=True)
@@ -102,14 +105,64 @@ class TrainingConfig:
         default=None, metadata=_help("stop after this many iterations (quick runs)")
     )
     learning_rate: float = field(default=0.01, metadata=_help("optimizer learning rate"))
+    optimizer: str = field(
+        default="adam", metadata=_help("sgd, momentum or adam: sets the optimizer state kept")
+    )
+    workers: int | None = field(
+        default=None,
+        metadata=_help("training workers, one per GPU in the cluster's order (default: every GPU)"),
+    )
 
     def validate(self, where: str) -> None:
+        from workbench.model import OPTIMIZER_STATES
+
         if self.batch_size < 1 or self.epochs < 1:
             raise ConfigError(f"{where}: batch_size and epochs must be >= 1")
         if self.iterations is not None and self.iterations < 1:
             raise ConfigError(f"{where}.iterations must be >= 1, got {self.iterations}")
         if not self.learning_rate > 0:
             raise ConfigError(f"{where}.learning_rate must be positive, got {self.learning_rate}")
+        if self.optimizer not in OPTIMIZER_STATES:
+            raise ConfigError(
+                f"{where}.optimizer: unknown optimizer {self.optimizer!r}; allowed: {', '.join(OPTIMIZER_STATES)}"
+            )
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"{where}.workers must be >= 1, got {self.workers}")
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    capacity: str | int = field(
+        default=0,
+        metadata=_help(
+            "per-GPU feature cache the placement fills: a share of the vertices ('10%'), "
+            "a size ('2GiB'), or a vertex count (default 0: no cache)"
+        ),
+    )
+
+    def validate(self, where: str) -> None:
+        if isinstance(self.capacity, int) and self.capacity < 0:
+            raise ConfigError(f"{where}.capacity must be >= 0 vertices, got {self.capacity}")
+        if isinstance(self.capacity, str):
+            self.vertices(1, 1, where)  # checks the text
+
+    def vertices(self, num_nodes: int, feature_bytes: int, where: str = "cache") -> int:
+        """The capacity in vertices for a graph of ``num_nodes`` with ``feature_bytes`` per vertex."""
+        from workbench.hardware.units import parse_size
+
+        c = self.capacity
+        if isinstance(c, int):
+            return c
+        text = c.strip()
+        if text.endswith("%"):
+            try:
+                share = float(text[:-1]) / 100.0
+            except ValueError:
+                raise ConfigError(f"{where}.capacity {c!r}: expected a percentage like '10%'") from None
+            if not 0.0 <= share <= 1.0:
+                raise ConfigError(f"{where}.capacity {c!r} must lie between 0% and 100%")
+            return int(share * num_nodes)
+        return int(parse_size(text, f"{where}.capacity")) // max(feature_bytes, 1)
 
 
 @dataclass(frozen=True)
@@ -133,6 +186,7 @@ class RunConfig:
     hardware: HardwareConfig
     model: ModelConfig = field(default_factory=ModelConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
     strategies: dict[str, StrategyConfig] = field(default_factory=dict)
     name: str = field(default="run", metadata=_help("run name, used in output folders"))
     seed: int = field(default=0, metadata=_help("seed for every random decision of the run"))
@@ -142,7 +196,7 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "seed": self.seed}
-        for section in ("graph", "hardware", "model", "training"):
+        for section in ("graph", "hardware", "model", "training", "cache"):
             obj = getattr(self, section)
             out[section] = {
                 f.name: _plain(getattr(obj, f.name)) for f in fields(obj) if getattr(obj, f.name) is not None
@@ -154,38 +208,6 @@ class RunConfig:
 
 def _plain(v: Any) -> Any:
     return list(v) if isinstance(v, tuple) else v
-
-
-def _check_type(value: Any, hint: Any, where: str) -> Any:
-    """Coerce and check a TOML value against a simple type hint (int, float, str, bool, tuple[int, ...], X | None)."""
-    args = getattr(hint, "__args__", ())
-    if type(None) in args:
-        if value is None:
-            return None
-        hint = next(a for a in args if a is not type(None))
-        args = getattr(hint, "__args__", ())
-    origin = getattr(hint, "__origin__", None)
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise ConfigError(f"{where} must be a list, got {value!r}")
-        return tuple(_check_type(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where} must be true or false, got {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where} must be an integer, got {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where} must be a number, got {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where} must be a string, got {value!r}")
-        return value
-    return value
 
 
 def _section(cls: type, data: Any, where: str) -> Any:
@@ -201,7 +223,7 @@ def _section(cls: type, data: Any, where: str) -> Any:
     kwargs = {}
     for name, f in known.items():
         if name in data:
-            kwargs[name] = _check_type(data[name], hints[name], f"{where}.{name}")
+            kwargs[name] = check_value(data[name], hints[name], f"{where}.{name}")
         elif f.default is MISSING and f.default_factory is MISSING:  # type: ignore[misc]
             raise ConfigError(f"{where}: missing field {name!r} ({f.metadata.get('help', '')})")
     obj = cls(**kwargs)
@@ -214,7 +236,7 @@ def config_from_dict(
     data: dict[str, Any], source: str = "<config>", *, check_strategies: bool = True
 ) -> RunConfig:
     """Validate a parsed TOML table into a :class:`RunConfig`."""
-    sections = {"graph", "hardware", "model", "training"}
+    sections = {"graph", "hardware", "model", "training", "cache"}
     top = {"name", "seed"}
     unknown = set(data) - sections - top - set(STRATEGY_KINDS)
     if unknown:
@@ -223,6 +245,10 @@ def config_from_dict(
     for required in ("graph", "hardware"):
         if required not in data:
             raise ConfigError(f"{source}: missing table [{required}]")
+    if isinstance(data.get("model"), dict) and "fanouts" in data["model"]:
+        raise ConfigError(
+            f"{source}: [model] fanouts: fanouts live in [sampling], with the sampler that uses them"
+        )
     strategies = {}
     for kind in STRATEGY_KINDS:
         if kind not in data:
@@ -246,15 +272,24 @@ def config_from_dict(
         raise ConfigError(f"{source}: name must be a string")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"{source}: seed must be an integer, got {seed!r}")
-    return RunConfig(
+    cfg = RunConfig(
         graph=_section(GraphConfig, data["graph"], f"{source}: graph"),
         hardware=_section(HardwareConfig, data["hardware"], f"{source}: hardware"),
         model=_section(ModelConfig, data.get("model", {}), f"{source}: model"),
         training=_section(TrainingConfig, data.get("training", {}), f"{source}: training"),
+        cache=_section(CacheConfig, data.get("cache", {}), f"{source}: cache"),
         strategies=strategies,
         name=name,
         seed=seed,
     )
+    sampling = strategies.get("sampling")
+    layered = sampling.params.get("fanouts") or sampling.params.get("layer_sizes") if sampling else None
+    if layered is not None and len(layered) != cfg.model.num_layers:
+        raise ConfigError(
+            f"{source}: [sampling] has {len(layered)} layers ({list(layered)}) for a "
+            f"{cfg.model.num_layers}-layer model ([model] num_layers)"
+        )
+    return cfg
 
 
 def load_config(path: str | Path, *, check_strategies: bool = True) -> RunConfig:

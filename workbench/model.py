@@ -32,6 +32,8 @@ from workbench.errors import ConfigError, UnknownNameError
 
 LAYER_KINDS = ("gcn", "sage", "gat", "gin", "commnet", "ggnn")
 BACKWARD_FLOP_RATIO = 2.0
+# Tensors of optimizer state per parameter: plain SGD none, momentum one, Adam two (m and v).
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2}
 DTYPE_BYTES = 4
 INDEX_BYTES = 8
 
@@ -104,8 +106,39 @@ class LayerSpec:
         }
 
     def activation_bytes(self, num_dst: int) -> int:
-        """Bytes of this layer's output activations (what backward keeps or recomputes)."""
+        """Bytes of this layer's output activations (what the next layer reads)."""
         return num_dst * self.output_width * DTYPE_BYTES
+
+    def saved_for_backward_bytes(self, num_src: int, num_dst: int, num_edges: int) -> int:
+        """Bytes autograd keeps from this layer's forward pass until its backward pass.
+
+        What each layer's backward needs, counted as PyTorch keeps it: the input of each
+        linear transform (the aggregated neighbours, and the vertex's own representation
+        for SAGE/CommNet), the output the activation's gradient reads, GAT's projected
+        source features and per-edge attention logits and weights (per head), GG-NN's
+        messages and three GRU gates. The graph structure (indices) is not counted: it
+        is the block, which lives as long as the minibatch anyway.
+        """
+        i, o, h, e, vs, vd = self.in_dim, self.out_dim, self.heads, num_edges, num_src, num_dst
+        values = {
+            "gcn": vd * i + vd * o,
+            "sage": 2 * vd * i + vd * o,
+            "gat": vs * h * o + 2 * e * h + vd * h * o,
+            "gin": vd * i + 2 * vd * o,
+            "commnet": 2 * vd * i + vd * o,
+            "ggnn": vs * o + 3 * vd * o + vd * o,
+        }[self.kind]
+        if self.residual:
+            values += vd * self.output_width
+        return int(values) * DTYPE_BYTES
+
+    def backward_cost_features(self, num_src: int, num_dst: int, num_edges: int) -> dict[str, float]:
+        """Cost features of the backward pass: the forward's, with ``BACKWARD_FLOP_RATIO`` times
+        the FLOPs and bytes (gradients with respect to the inputs and to the weights)."""
+        features = self.cost_features(num_src, num_dst, num_edges)
+        features["flops"] *= BACKWARD_FLOP_RATIO
+        features["bytes"] *= BACKWARD_FLOP_RATIO
+        return features
 
 
 @dataclass(frozen=True)
@@ -147,8 +180,22 @@ class ModelSpec:
         return sum(layer.param_count() for layer in self.layers)
 
     def param_bytes(self) -> int:
-        """Bytes of the weights: what a data-parallel all-reduce or a model migration moves."""
+        """Bytes of the weights: what a model migration moves with the gradients."""
         return self.param_count() * DTYPE_BYTES
+
+    def gradient_bytes(self) -> int:
+        """Bytes of the weights' gradients: what a data-parallel all-reduce moves per device."""
+        return self.param_count() * DTYPE_BYTES
+
+    def optimizer_state_bytes(self, optimizer: str = "adam") -> int:
+        """Bytes of the optimizer's state: ``OPTIMIZER_STATES`` tensors the size of the weights."""
+        if optimizer not in OPTIMIZER_STATES:
+            raise ConfigError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZER_STATES)}")
+        return OPTIMIZER_STATES[optimizer] * self.param_count() * DTYPE_BYTES
+
+    def training_state_bytes(self, optimizer: str = "adam") -> int:
+        """Weights, their gradients and the optimizer state: what each data-parallel GPU keeps resident."""
+        return self.param_bytes() + self.gradient_bytes() + self.optimizer_state_bytes(optimizer)
 
     def layer_costs(self, block_sizes: list[tuple[int, int, int]]) -> list[dict[str, float]]:
         """Cost features per layer for ``(num_src, num_dst, num_edges)`` of each block, input layer first."""

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "partition",
     "place",
     "sample",
+    "plan",
     "sim",
     "trace",
 )

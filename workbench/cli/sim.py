@@ -1,4 +1,10 @@
-"""``gnnwb sim PLAN.json --hardware PRESET_OR_TOML``: simulate an iteration plan.
+"""``gnnwb sim PLAN.json --hardware PRESET_OR_TOML`` or ``gnnwb sim CONFIG.toml``: simulate.
+
+With a plan file, simulates that plan. With a run configuration, builds its plan
+first (``workbench.run``: graph, partition, placement, a sampled epoch, the execution
+scheme) and writes the run's folder (``--out``, default ``reports/runs/<name>/``):
+``trace.parquet``, a one-row ``results.csv`` (epoch time, busy seconds and bytes per
+phase) and a copy of the configuration.
 
 Prints per-phase busy and queued time, bytes, each GPU's memory peak and the makespan;
 ``--trace out.parquet`` writes the trace. A plan that overflows a memory at some moment
@@ -10,6 +16,9 @@ execution schemes exist, the same command will also build plans from a run confi
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from workbench.errors import PlanError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,14 +29,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         "bytes moved, each GPU's memory peak and the makespan. A plan that does not fit in some "
         "memory at some moment is reported and writes no trace.",
     )
-    p.add_argument("plan", metavar="PLAN.json", help="plan file (see examples/plans/)")
+    p.add_argument(
+        "plan",
+        metavar="PLAN.json|CONFIG.toml",
+        help="a plan file (examples/plans/) or a run configuration (examples/configs/)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="with a configuration: the run's folder (default reports/runs/<config name>/)",
+    )
     p.add_argument(
         "--hardware",
         metavar="PRESET_OR_TOML",
         default=None,
         help="cluster preset name or hardware TOML file (default: the plan's meta.hardware)",
     )
-    p.add_argument("--trace", metavar="OUT.parquet", default=None, help="write the trace here")
+    p.add_argument(
+        "--trace",
+        metavar="OUT.parquet",
+        default=None,
+        help="write the trace here (plan files; configs use --out)",
+    )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the jitter draws (default 0): same seed, same trace"
     )
@@ -48,14 +72,14 @@ def run_sim(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sim import LinearCostModel, simulate
-    from sim.memory import capacities, format_bytes
-    from workbench.errors import PlanError
     from workbench.hardware import load_hardware
     from workbench.plan import Plan
-    from workbench.trace import phase_table, write_trace
+    from workbench.trace import write_trace
 
     if not args.jitter >= 0:
         raise PlanError(f"--jitter must be a non-negative number, got {args.jitter}")
+    if args.plan.endswith(".toml"):
+        return _run_config(args)
     plan = Plan.load(args.plan)
     hardware = args.hardware or plan.meta.get("hardware")
     if not hardware:
@@ -76,16 +100,72 @@ def run_sim(args: argparse.Namespace) -> int:
         jitter=args.jitter,
     )
     print(f"plan {plan.name!r} on {cluster.name}: {len(plan.tasks)} tasks")
+    _print_result(result, cluster)
+    print(f"makespan: {result.makespan * 1e3:.6f} ms ({result.makespan:.9g} s)")
+    if args.trace:
+        out = write_trace(result.trace, args.trace)
+        print(f"trace: {out} ({len(result.trace)} rows)")
+    return 0
+
+
+def _print_result(result: Any, cluster: Any) -> None:
+    """The per-phase table and each GPU's memory peak."""
+    from sim.memory import capacities, format_bytes
+    from workbench.trace import phase_table
+
     for line in phase_table(result.trace):
         print(line)
     caps = capacities(cluster)
     for node in cluster.memory_nodes():
         if node in result.memory and ".gpu" in node:
             print(f"memory peak {node}: {format_bytes(result.memory[node])} of {format_bytes(caps[node])}")
-    print(f"makespan: {result.makespan * 1e3:.6f} ms ({result.makespan:.9g} s)")
-    if args.trace:
-        out = write_trace(result.trace, args.trace)
-        print(f"trace: {out} ({len(result.trace)} rows)")
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    import shutil
+    from pathlib import Path
+
+    import pandas as pd
+
+    from sim import LinearCostModel, simulate
+    from workbench.config import load_config
+    from workbench.run import prepare_run, results_row
+    from workbench.trace import write_trace
+
+    if args.hardware or args.trace:
+        raise PlanError(
+            "--hardware and --trace are for plan files; a configuration names its hardware "
+            "and writes its trace under --out"
+        )
+    config = load_config(args.plan)
+    prepared = prepare_run(config, progress=True)
+    plan = prepared.plan()
+    cost_model = LinearCostModel.from_json(Path(args.cost_model)) if args.cost_model else None
+    result = simulate(
+        plan,
+        prepared.cluster,
+        cost_model=cost_model,
+        run_id=args.run_id or config.name,
+        seed=args.seed,
+        jitter=args.jitter,
+    )
+    inputs = prepared.inputs
+    print(
+        f"{config.name}: {prepared.scheme.registered_name} on {prepared.cluster.name}, {inputs.graph.name} "
+        f"({inputs.graph.num_nodes:,} vertices), {inputs.num_workers} workers x {len(inputs.epoch)} "
+        f"iterations, {len(plan.tasks):,} tasks"
+    )
+    _print_result(result, prepared.cluster)
+    print(
+        f"epoch time: {result.makespan * 1e3:.3f} ms ({result.makespan / max(len(inputs.epoch), 1) * 1e3:.3f} ms "
+        "per iteration)"
+    )
+    out = Path(args.out) if args.out else Path("reports") / "runs" / config.name
+    out.mkdir(parents=True, exist_ok=True)
+    write_trace(result.trace, out / "trace.parquet")
+    pd.DataFrame([results_row(prepared, result.trace)]).to_csv(out / "results.csv", index=False)
+    shutil.copyfile(args.plan, out / "config.toml")
+    print(f"wrote {out}/: trace.parquet ({len(result.trace):,} rows), results.csv, config.toml")
     return 0
 
 

@@ -92,6 +92,11 @@ class LocalityAwareSampler(Sampler):
         return LocalityAwareSampler(self.fanouts, cached=cached, factor=self.factor)
 
     def sample(self, graph: CSRGraph, seeds: np.ndarray, rng: np.random.Generator) -> Minibatch:
+        if self.cached is None:  # without a cache it would be the neighbor sampler, silently
+            raise ConfigError(
+                f"{WHO} needs the GPU's cache to favour: give cached=[vertex ids] (--param cached=[...]) "
+                "or run it from a configuration with a [placement] and a [cache] capacity (gnnwb sim CONFIG)"
+            )
         mask = cached_mask(self.cached, graph)
         col_weight = np.where(mask, self.factor, 1.0)
         no_values = np.empty(0, dtype=np.float64)

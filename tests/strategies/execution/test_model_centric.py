@@ -1,0 +1,145 @@
+"""The run spine and the model-centric scheme: byte conservation counted independently, config errors.
+
+The byte counts are recomputed here from the sampled vertex sets, the partition and the
+placement with plain numpy, without the scheme's helpers, and compared with the plan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim import simulate
+from workbench.config import config_from_dict
+from workbench.errors import ConfigError, InfeasiblePlanError
+from workbench.run import prepare_run, results_row
+
+
+def config(**tables):
+    data = {
+        "name": "mc",
+        "seed": 3,
+        "graph": {"name": "er:n=600,deg=6"},
+        "hardware": {"name": "hopgnn-4xa100-10gbe"},
+        "model": {"name": "sage", "hidden": 16, "num_layers": 2},
+        "training": {"batch_size": 32, "iterations": 3},
+        "partition": {"name": "random"},
+        "sampling": {"name": "neighbor", "fanouts": [4, 3]},
+    }
+    data.update(tables)
+    return config_from_dict(data, "mc.toml")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("samples"))
+
+
+def test_feature_bytes_by_phase_equal_an_independent_count(cache_dir):
+    cfg = config(placement={"name": "degree"}, cache={"capacity": "20%"})
+    prepared = prepare_run(cfg, cache_dir=cache_dir)
+    plan = prepared.plan()
+    inputs = prepared.inputs
+    fb = inputs.graph.feat_dim * 4
+    # hopgnn-4xa100-10gbe: 4 machines of one GPU each, so worker w is machine w and a vertex's
+    # features live on the host of the worker that owns it; the degree placement replicates
+    # the same top 20% on every GPU (no peers).
+    owner = inputs.partition.owner
+    cached = np.zeros(inputs.graph.num_nodes, dtype=bool)
+    cached[np.argsort(-inputs.graph.in_degrees(), kind="stable")[: int(0.2 * inputs.graph.num_nodes)]] = True
+    expected = {"gather_local": 0, "h2d": 0, "gather_remote": 0}
+    for row in inputs.epoch:
+        for w, mb in enumerate(row):
+            v = mb.input_nodes
+            expected["gather_local"] += int(cached[v].sum())
+            expected["h2d"] += int((~cached[v] & (owner[v] == w)).sum())
+            expected["gather_remote"] += int((~cached[v] & (owner[v] != w)).sum())
+    items = {phase: sum(t.items for t in plan.tasks if t.phase == phase) for phase in expected}
+    assert items == expected
+    moved = {p: sum(t.bytes for t in plan.tasks if t.phase == p) for p in ("h2d", "gather_remote")}
+    assert moved == {"h2d": expected["h2d"] * fb, "gather_remote": expected["gather_remote"] * fb}
+    # The trace carries the same bytes, and each all-reduce moves the gradients.
+    result = simulate(plan, prepared.cluster)
+    by_phase = result.trace.groupby("phase")["bytes"].sum()
+    assert by_phase["h2d"] == moved["h2d"] and by_phase["gather_remote"] == moved["gather_remote"]
+    allreduces = [t for t in plan.tasks if t.kind == "collective"]
+    assert len(allreduces) == 3 and all(t.bytes == inputs.model.gradient_bytes() for t in allreduces)
+    row = results_row(prepared, result.trace)
+    assert row["epoch_s"] == pytest.approx(result.makespan) and row["h2d_bytes"] == moved["h2d"]
+    assert row["scheme"] == "model-centric" and row["iterations"] == 3
+
+
+def test_each_worker_trains_on_its_own_partition(cache_dir):
+    prepared = prepare_run(config(), cache_dir=cache_dir)
+    owner = prepared.inputs.partition.owner
+    for row in prepared.inputs.epoch:
+        for w, mb in enumerate(row):
+            assert (owner[mb.seeds] == w).all() and mb.seeds.shape[0] <= 32
+
+
+def test_the_sampled_epoch_is_cached_and_reused(cache_dir, tmp_path):
+    first = prepare_run(config(), cache_dir=str(tmp_path))
+    files = list(tmp_path.glob("*.npz"))
+    assert len(files) == 1
+    again = prepare_run(config(), cache_dir=str(tmp_path))
+    for a_row, b_row in zip(first.inputs.epoch, again.inputs.epoch, strict=True):
+        for a, b in zip(a_row, b_row, strict=True):
+            assert np.array_equal(a.seeds, b.seeds)
+            for x, y in zip(a.blocks, b.blocks, strict=True):
+                assert all(
+                    np.array_equal(getattr(x, k), getattr(y, k))
+                    for k in ("src_nodes", "edge_src", "edge_dst")
+                )
+    # Another hardware preset or placement reuses it; another seed does not.
+    four = {"batch_size": 32, "iterations": 3, "workers": 4}  # perlmutter-like has 16 GPUs
+    prepare_run(
+        config(hardware={"name": "perlmutter-4xa100-slingshot"}, training=four), cache_dir=str(tmp_path)
+    )
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+    prepare_run(config(seed=4), cache_dir=str(tmp_path))
+    assert len(list(tmp_path.glob("*.npz"))) == 2
+    # An unreadable cache file is sampled again.
+    files[0].write_bytes(b"not a zip")
+    assert prepare_run(config(), cache_dir=str(tmp_path)).inputs.epoch[0][0].seeds.shape[0] > 0
+
+
+def test_infeasible_runs_are_reported_with_numbers(cache_dir):
+    with pytest.raises(ConfigError, match="5 workers but cluster 'hopgnn-4xa100-10gbe' has 4 GPUs"):
+        prepare_run(config(training={"batch_size": 32, "workers": 5}), cache_dir=cache_dir)
+    with pytest.raises(ConfigError, match="needs a \\[sampling\\] table"):
+        data = config().to_dict()
+        del data["sampling"]
+        prepare_run(config_from_dict(data), cache_dir=cache_dir)
+    # A GCN 64 -> 40M -> 8 has 64*40M + 40M + 40M*8 + 8 = 2.92e9 parameters; weights, gradients
+    # and Adam's two states are 4 copies of 4 bytes: 46.7 GB, more than an A100's 40 GiB (42.9 GB).
+    huge = prepare_run(
+        config(model={"name": "gcn", "hidden": 40_000_000, "num_layers": 2}), cache_dir=cache_dir
+    )
+    assert huge.inputs.model.training_state_bytes("adam") == 16 * (
+        64 * 40_000_000 + 40_000_000 + 40_000_000 * 8 + 8
+    )
+    with pytest.raises(
+        InfeasiblePlanError,
+        match=r"m0.gpu0 holds 43.5 GiB of 40 GiB .* at t=0 s; live then: resident 'w0.training-state'",
+    ):
+        simulate(huge.plan(), huge.cluster)
+
+
+def test_locality_aware_sampling_takes_each_gpus_cache_from_the_placement(cache_dir):
+    with pytest.raises(ConfigError, match="give the run a \\[placement\\]"):
+        prepare_run(config(sampling={"name": "locality-aware", "fanouts": [4, 3]}), cache_dir=cache_dir)
+    cfg = config(
+        sampling={"name": "locality-aware", "fanouts": [4, 3], "factor": 10.0},
+        placement={"name": "degree"},
+        cache={"capacity": "20%"},
+    )
+    prepared = prepare_run(cfg, cache_dir=cache_dir)
+    plain = prepare_run(config(placement={"name": "degree"}, cache={"capacity": "20%"}), cache_dir=cache_dir)
+
+    def hit_share(p):
+        masks = p.inputs.cached_masks
+        hits = sum(int(masks[w][mb.input_nodes].sum()) for row in p.inputs.epoch for w, mb in enumerate(row))
+        total = sum(mb.input_nodes.shape[0] for row in p.inputs.epoch for mb in row)
+        return hits / total
+
+    assert hit_share(prepared) > hit_share(plain)

@@ -1,0 +1,36 @@
+"""``gnnwb plan CONFIG.toml -o plan.json``: build the iteration plan of a run configuration."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="build the plan of a run configuration (TOML) and write it as JSON",
+        description="Load the graph, partition, place, sample an epoch (cached on disk) and let the "
+        "execution scheme build the plan; write it as JSON (gnnwb sim PLAN.json runs it).",
+    )
+    p.add_argument("config", metavar="CONFIG.toml", help="run configuration (see examples/configs/)")
+    p.add_argument("-o", "--output", metavar="PLAN.json", required=True, help="where to write the plan")
+    p.add_argument("--no-sample-cache", action="store_true", help="sample again instead of using the cache")
+    p.set_defaults(handler=run_plan)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from workbench.config import load_config
+    from workbench.run import prepare_run
+
+    config = load_config(args.config)
+    prepared = prepare_run(config, progress=True, sample_cache=not args.no_sample_cache)
+    plan = prepared.plan()
+    plan.meta.setdefault("hardware", prepared.cluster.name)
+    plan.save(args.output)
+    kinds = {k: sum(t.kind == k for t in plan.tasks) for k in ("compute", "transfer", "collective")}
+    print(
+        f"plan {plan.name!r}: {len(plan.tasks):,} tasks ({kinds['compute']:,} compute, "
+        f"{kinds['transfer']:,} transfer, {kinds['collective']:,} collective), "
+        f"{len(prepared.inputs.epoch)} iterations x {prepared.inputs.num_workers} workers -> {args.output}"
+    )
+    return 0

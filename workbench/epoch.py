@@ -1,0 +1,217 @@
+"""An epoch of sampled minibatches: each worker's seed batches, the sampling, and its disk cache.
+
+Seeds follow DGL's distributed training: worker ``w`` trains on the training vertices
+its partition part owns, shuffled with the run's seed and cut into batches of
+``batch_size``. Every worker takes part in every iteration, so an epoch has as many
+iterations as the worker with the fewest training vertices has batches (its last
+batch may be short); ``iterations`` caps that for quick runs.
+
+Sampling an epoch of a large graph takes seconds to minutes, and a sweep over
+placements, hardware or schemes needs the same minibatches each time, so epochs are
+cached on disk (``$GNNWB_CACHE/samples``, else ``~/.cache/gnnwb/samples``) under a
+hash of what determines them: the graph (name, size and a fingerprint of its
+structure), the sampler's name and parameters, every seed batch (which encodes the
+partition, the batch size and the seed) and the sampling seed. A cache file that is
+unreadable is sampled again, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workbench.errors import ConfigError
+from workbench.graph.csr import CSRGraph
+from workbench.strategies.sampling.base import Block, Minibatch, Sampler
+
+CACHE_VERSION = 1  # bump when the file layout or the sampling order changes
+# Minibatches handed to a sampler at once: a multiple of bulk samplers' bulk size, and the
+# progress bar's step. Fixed, so the same seed always draws the same samples.
+SAMPLE_CHUNK = 64
+
+
+def worker_seed_batches(
+    graph: CSRGraph,
+    owner: np.ndarray,
+    num_workers: int,
+    batch_size: int,
+    seed: int,
+    iterations: int | None = None,
+) -> list[list[np.ndarray]]:
+    """``batches[i][w]``: worker ``w``'s sorted seed vertices in iteration ``i``."""
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    train = graph.train_nids()
+    rng = np.random.default_rng([seed, 1])
+    per_worker = [rng.permutation(train[owner[train] == w]) for w in range(num_workers)]
+    fewest = min(p.shape[0] for p in per_worker)
+    if fewest == 0:
+        empty = [w for w, p in enumerate(per_worker) if p.shape[0] == 0]
+        raise ConfigError(
+            f"worker {empty[0]} owns no training vertex of {graph.name!r} "
+            f"({train.shape[0]} training vertices over {num_workers} workers): use fewer workers "
+            "or a partitioner that balances training vertices"
+        )
+    count = -(-fewest // batch_size)
+    if iterations is not None:
+        count = min(count, iterations)
+    return [[np.sort(p[i * batch_size : (i + 1) * batch_size]) for p in per_worker] for i in range(count)]
+
+
+def sample_epoch(
+    graph: CSRGraph,
+    samplers: Sequence[Sampler],
+    batches: list[list[np.ndarray]],
+    seed: int,
+    *,
+    describe: dict[str, Any] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = False,
+) -> list[list[Minibatch]]:
+    """Each worker's minibatches (``samplers[w]`` on ``batches[i][w]``), from the cache when there.
+
+    ``describe`` names the samplers for the cache key (name and parameters); without it
+    nothing is cached. Worker ``w`` samples its epoch ``SAMPLE_CHUNK`` minibatches at a
+    time (bulk samplers bulk within them) from its own generator, seeded with ``[seed, w]``.
+    """
+    path = None
+    if describe is not None:
+        path = _cache_path(graph, describe, batches, seed, cache_dir)
+        cached = _load(path, len(batches), len(samplers))
+        if cached is not None:
+            return cached
+    per_worker: list[list[Minibatch]] = []
+    bar = _progress(len(samplers) * len(batches), "sampling", progress)
+    for w, sampler in enumerate(samplers):
+        rng = np.random.default_rng([seed, w])
+        mine = [row[w] for row in batches]
+        out: list[Minibatch] = []
+        for start in range(0, len(mine), SAMPLE_CHUNK):
+            out.extend(sampler.sample_many(graph, mine[start : start + SAMPLE_CHUNK], rng))
+            bar(len(mine[start : start + SAMPLE_CHUNK]))
+        per_worker.append(out)
+    bar(0, done=True)
+    epoch = [[per_worker[w][i] for w in range(len(samplers))] for i in range(len(batches))]
+    if path is not None:
+        _save(path, epoch)
+    return epoch
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("GNNWB_CACHE")
+    return (Path(env) if env else Path.home() / ".cache" / "gnnwb") / "samples"
+
+
+def graph_fingerprint(graph: CSRGraph) -> str:
+    """Name, size and a hash of the structure (the row offsets, and every 97th column id)."""
+    h = hashlib.sha256()
+    h.update(f"{graph.name}|{graph.num_nodes}|{graph.num_edges}".encode())
+    h.update(np.ascontiguousarray(graph.indptr).tobytes())
+    h.update(np.ascontiguousarray(graph.indices[::97]).tobytes())
+    return h.hexdigest()[:24]
+
+
+def _cache_path(
+    graph: CSRGraph,
+    describe: dict[str, Any],
+    batches: list[list[np.ndarray]],
+    seed: int,
+    cache_dir: str | os.PathLike | None,
+) -> Path:
+    h = hashlib.sha256()
+    h.update(
+        json.dumps(
+            {"v": CACHE_VERSION, "graph": graph_fingerprint(graph), "sampler": describe, "seed": seed},
+            sort_keys=True,
+            default=str,
+        ).encode()
+    )
+    for row in batches:
+        for seeds in row:
+            h.update(np.int64(seeds.shape[0]).tobytes())
+            h.update(np.ascontiguousarray(seeds, dtype=np.int64).tobytes())
+    base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return base / f"{h.hexdigest()[:32]}.npz"
+
+
+_PARTS = ("src_nodes", "dst_nodes", "edge_src", "edge_dst")
+
+
+def _save(path: Path, epoch: list[list[Minibatch]]) -> None:
+    """One array per field, concatenated over every block of every minibatch, with lengths."""
+    flat = [mb for row in epoch for mb in row]
+    blocks = [b for mb in flat for b in mb.blocks]
+    arrays: dict[str, np.ndarray] = {
+        "shape": np.array([len(epoch), len(epoch[0]) if epoch else 0], dtype=np.int64),
+        "layers": np.array([len(mb.blocks) for mb in flat], dtype=np.int64),
+        "seeds": np.concatenate([mb.seeds for mb in flat]) if flat else np.zeros(0, np.int64),
+        "seed_lengths": np.array([mb.seeds.shape[0] for mb in flat], dtype=np.int64),
+        "weighted": np.array([b.edge_weight is not None for b in blocks], dtype=bool),
+    }
+    for part in _PARTS:
+        arrays[part] = np.concatenate([getattr(b, part) for b in blocks]) if blocks else np.zeros(0, np.int64)
+        arrays[part + "_lengths"] = np.array([getattr(b, part).shape[0] for b in blocks], dtype=np.int64)
+    weights = [b.edge_weight for b in blocks if b.edge_weight is not None]
+    arrays["edge_weight"] = np.concatenate(weights) if weights else np.zeros(0, np.float32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, **arrays)
+        tmp.replace(path)
+    except OSError as exc:  # a read-only or full cache is not fatal: the epoch is in memory
+        print(
+            f"sample cache: could not write {path} ({exc.strerror}); continuing without it", file=sys.stderr
+        )
+
+
+def _load(path: Path, iterations: int, workers: int) -> list[list[Minibatch]] | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in data.files}
+        if arrays["shape"].tolist() != [iterations, workers]:
+            return None
+        split = {part: np.split(arrays[part], np.cumsum(arrays[part + "_lengths"])[:-1]) for part in _PARTS}
+        weights = iter(np.split(arrays["edge_weight"], np.cumsum(split_lengths(arrays))[:-1]))
+        seeds = np.split(arrays["seeds"], np.cumsum(arrays["seed_lengths"])[:-1])
+        minibatches, k = [], 0
+        for m, layers in enumerate(arrays["layers"].tolist()):
+            blocks = []
+            for _ in range(layers):
+                weight = next(weights) if arrays["weighted"][k] else None
+                blocks.append(Block(*(split[part][k] for part in _PARTS), edge_weight=weight))
+                k += 1
+            minibatches.append(Minibatch(seeds[m], blocks))
+    except (OSError, KeyError, ValueError, StopIteration):
+        print(f"sample cache: {path} is unreadable; sampling again", file=sys.stderr)
+        return None
+    return [minibatches[i * workers : (i + 1) * workers] for i in range(iterations)]
+
+
+def split_lengths(arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """Edge counts of the weighted blocks, in order (their weights are stored back to back)."""
+    return arrays["edge_src_lengths"][arrays["weighted"]]
+
+
+def _progress(total: int, what: str, show: bool) -> Callable[..., None]:
+    """A tqdm bar on stderr when ``show``; else nothing."""
+    if not show:
+        return lambda n, done=False: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=what, unit="minibatch", file=sys.stderr, leave=False)
+
+    def step(n: int, done: bool = False) -> None:
+        bar.update(n)
+        if done:
+            bar.close()
+
+    return step

@@ -1,0 +1,264 @@
+"""A run configuration turned into an execution scheme's inputs, and then into a plan.
+
+This is the spine every run goes through (``gnnwb plan``, ``gnnwb sim CONFIG``, the
+studies, and the real executor next)::
+
+    config -> graph, cluster, model
+           -> partition (one part per worker)  -> placement (each GPU's feature cache)
+           -> seed batches per worker           -> sampled epoch (cached on disk)
+           -> execution scheme                  -> plan
+
+Defaults where a table is missing: ``[partition]`` METIS (DGL's default), no
+``[placement]`` (no GPU cache), ``[execution]`` model-centric. ``[sampling]`` is
+required: its fanouts are the model's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workbench.config import RunConfig, StrategyConfig
+from workbench.errors import ConfigError
+from workbench.graph.csr import CSRGraph
+from workbench.hardware.spec import ClusterSpec
+from workbench.model import DTYPE_BYTES, build_model
+from workbench.plan import Plan
+from workbench.strategies.execution.base import ExecutionScheme, SchemeInputs
+
+DEFAULT_STRATEGIES = {"partition": "metis", "execution": "model-centric"}
+
+
+@dataclass
+class PreparedRun:
+    """Everything a run decided before its plan: the scheme and its inputs, and how long each stage took."""
+
+    config: RunConfig
+    cluster: ClusterSpec
+    scheme: ExecutionScheme
+    inputs: SchemeInputs
+    seconds: dict[str, float] = field(default_factory=dict)  # per preparation stage
+
+    def plan(self) -> Plan:
+        t0 = time.perf_counter()
+        plan = self.scheme.build(self.inputs)
+        self.seconds["plan"] = time.perf_counter() - t0
+        return plan
+
+
+def strategy_config(config: RunConfig, kind: str) -> StrategyConfig | None:
+    chosen = config.strategy(kind)
+    if chosen is None and kind in DEFAULT_STRATEGIES:
+        chosen = StrategyConfig(kind, DEFAULT_STRATEGIES[kind], {})
+    return chosen
+
+
+def prepare_run(
+    config: RunConfig,
+    *,
+    graph: CSRGraph | None = None,
+    progress: bool = False,
+    sample_cache: bool = True,
+    cache_dir: str | None = None,
+) -> PreparedRun:
+    """Load, partition, place and sample as ``config`` says; ``graph`` skips loading it again."""
+    from workbench.epoch import sample_epoch, worker_seed_batches
+    from workbench.graph.datasets import load_dataset
+    from workbench.hardware import load_hardware
+    from workbench.registry import EXECUTION_SCHEMES, PARTITIONERS, PLACEMENTS, SAMPLERS
+
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def stage(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[name] = now - clock
+        clock = now
+        if progress:
+            print(f"[{config.name}] {name}: {seconds[name]:.2f} s", file=sys.stderr, flush=True)
+
+    if config.hardware.profile is not None:
+        raise ConfigError(
+            f"{config.name}: [hardware] profile {config.hardware.profile!r}: calibrated profiles are not "
+            "supported yet (the calibration issue adds them); remove the key"
+        )
+    cluster = load_hardware(config.hardware.name)
+    if graph is None:
+        graph = load_dataset(config.graph.name, scale=config.graph.scale, seed=config.graph.seed)
+    stage("graph")
+    num_workers = config.training.workers or cluster.num_gpus
+    if num_workers > cluster.num_gpus:
+        raise ConfigError(
+            f"{config.name}: {num_workers} workers but cluster {cluster.name!r} has {cluster.num_gpus} GPUs "
+            "(one worker per GPU)"
+        )
+    workers = cluster.gpu_nodes()[:num_workers]
+    model = build_model(
+        config.model.name,
+        graph.feat_dim,
+        max(graph.num_classes, 2),
+        hidden=config.model.hidden,
+        num_layers=config.model.num_layers,
+        heads=config.model.heads,
+    )
+    feature_bytes = graph.feat_dim * DTYPE_BYTES
+    rng = np.random.default_rng(config.seed)
+
+    partition_cfg = strategy_config(config, "partition")
+    partition = PARTITIONERS.create(partition_cfg.name, **partition_cfg.params).partition(  # type: ignore[union-attr]
+        graph, num_workers, rng
+    )
+    stage("partition")
+
+    sampling_cfg = config.strategy("sampling")
+    if sampling_cfg is None:
+        raise ConfigError(
+            f"{config.name}: minibatch training needs a [sampling] table (a sampler and its fanouts)"
+        )
+    sampler = SAMPLERS.create(sampling_cfg.name, **sampling_cfg.params)
+
+    placement = None
+    placement_cfg = config.strategy("placement")
+    if placement_cfg is not None:
+        from workbench.strategies.placement.base import AccessModel, PlacementRequest
+
+        capacity = config.cache.vertices(graph.num_nodes, feature_bytes, f"{config.name}: cache")
+        if capacity > graph.num_nodes:
+            raise ConfigError(
+                f"{config.name}: cache capacity {capacity:,} vertices is more than graph {graph.name!r} has "
+                f"({graph.num_nodes:,})"
+            )
+        request = PlacementRequest(
+            graph=graph,
+            num_gpus=num_workers,
+            capacity=capacity,
+            owner=partition.owner,
+            cluster=cluster,
+            access=AccessModel(
+                sampler=sampler, num_layers=config.model.num_layers, batch_size=config.training.batch_size
+            ),
+            rng=np.random.default_rng([config.seed, 2]),
+        )
+        placement = PLACEMENTS.create(placement_cfg.name, **placement_cfg.params).place(request)
+    stage("placement")
+
+    samplers = _worker_samplers(sampling_cfg, sampler, placement, num_workers, SAMPLERS)
+    batches = worker_seed_batches(
+        graph,
+        partition.owner,
+        num_workers,
+        config.training.batch_size,
+        config.seed,
+        config.training.iterations,
+    )
+    describe: dict[str, Any] = {"name": sampling_cfg.name, "params": sampling_cfg.params}
+    if samplers[0] is not sampler:  # per-worker samplers (locality-aware): their caches are part of the key
+        describe["caches"] = [
+            hashlib.sha256(v.tobytes()).hexdigest()[:16]
+            for v in placement.gpu_vertices  # type: ignore[union-attr]
+        ]
+    epoch = sample_epoch(
+        graph,
+        samplers,
+        batches,
+        config.seed,
+        describe=describe if sample_cache else None,
+        cache_dir=cache_dir,
+        progress=progress,
+    )
+    stage("sample")
+
+    scheme_cfg = strategy_config(config, "execution")
+    scheme = EXECUTION_SCHEMES.create(scheme_cfg.name, **scheme_cfg.params)  # type: ignore[union-attr]
+    inputs = SchemeInputs(
+        graph=graph,
+        cluster=cluster,
+        model=model,
+        workers=workers,
+        partition=partition,
+        epoch=epoch,
+        feature_bytes=feature_bytes,
+        placement=placement,
+        optimizer=config.training.optimizer,
+        name=config.name,
+        meta={
+            "graph": graph.name,
+            "partition": partition_cfg.name,  # type: ignore[union-attr]
+            "placement": placement_cfg.name if placement_cfg else "none",
+            "sampling": sampling_cfg.name,
+        },
+    )
+    return PreparedRun(config, cluster, scheme, inputs, seconds)
+
+
+def _worker_samplers(
+    sampling_cfg: StrategyConfig, sampler: Any, placement: Any, num_workers: int, registry: Any
+) -> list[Any]:
+    """One sampler per worker. A sampler that takes a GPU cache (``cached``: locality-aware sampling)
+    and was not given one gets its worker's cache from the placement; the same instance otherwise."""
+    takes_cache = any(p.name == "cached" for p in registry.parameters(sampling_cfg.name))
+    if not takes_cache or "cached" in sampling_cfg.params:
+        return [sampler] * num_workers
+    if placement is None:
+        raise ConfigError(
+            f"sampler {sampling_cfg.name!r} favours each GPU's cached vertices: give the run a [placement] "
+            "(and a [cache] capacity) so it knows what each GPU caches"
+        )
+    return [
+        registry.create(sampling_cfg.name, **sampling_cfg.params, cached=placement.cached_mask(w))
+        for w in range(num_workers)
+    ]
+
+
+# Phases a results row always has, in the order the issue lists them; others follow if present.
+ROW_PHASES = (
+    "sample",
+    "gather_local",
+    "gather_remote",
+    "h2d",
+    "d2d",
+    "forward",
+    "backward",
+    "allreduce",
+    "migrate",
+)
+
+
+def results_row(prepared: PreparedRun, trace: Any, executor: str = "sim") -> dict[str, Any]:
+    """One row of a results table: what ran, the epoch time and, per phase, busy seconds and bytes.
+
+    ``trace``: the run's trace table (``workbench.trace`` schema). Busy seconds are summed
+    over workers (a phase's total work), so they can exceed the epoch time.
+    """
+    from workbench.trace import makespan, phase_summary
+
+    cfg = prepared.config
+    inputs = prepared.inputs
+    row: dict[str, Any] = {
+        "run": cfg.name,
+        "executor": executor,
+        "graph": inputs.graph.name,
+        "hardware": prepared.cluster.name,
+        "model": inputs.model.name,
+        "scheme": prepared.scheme.registered_name,
+        "partition": inputs.meta.get("partition"),
+        "placement": inputs.meta.get("placement"),
+        "sampling": inputs.meta.get("sampling"),
+        "workers": inputs.num_workers,
+        "iterations": len(inputs.epoch),
+        "batch_size": cfg.training.batch_size,
+        "seed": cfg.seed,
+        "epoch_s": makespan(trace),
+    }
+    summary = phase_summary(trace).set_index("phase")
+    phases = list(ROW_PHASES) + [p for p in summary.index if p not in ROW_PHASES]
+    for phase in phases:
+        row[f"{phase}_busy_s"] = float(summary.loc[phase, "busy_s"]) if phase in summary.index else 0.0
+        row[f"{phase}_bytes"] = int(summary.loc[phase, "bytes"]) if phase in summary.index else 0
+    return row

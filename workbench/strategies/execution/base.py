@@ -1,0 +1,356 @@
+"""The execution-scheme interface: everything a run decided, turned into one iteration plan.
+
+An execution scheme gets a :class:`SchemeInputs` (the graph, the cluster, the model,
+the partition, the placement, and an epoch of sampled minibatches, one per worker and
+iteration) and returns a :class:`~workbench.plan.Plan`: which bytes move where and
+which kernels run where, with exact byte counts from the sampled vertex sets. It
+decides only; the simulator or the real executor runs the plan.
+
+Conventions every scheme shares:
+
+* Worker ``w`` drives GPU ``inputs.workers[w]`` (the cluster's GPUs in order) and
+  trains on the minibatches ``epoch[i][w]``; the partition has one part per worker,
+  and the placement's GPU ``g`` is worker ``g``'s GPU.
+* A vertex's input features live in the host memory of the machine of the worker
+  that owns it (DGL's distributed graph store: each machine serves its partitions);
+  a GPU cache holds what the placement says.
+* Task ids are ``i{iteration}.w{worker}.{step}``; per-layer compute carries ``layer``;
+  transfers carry what they move (``carries``).
+* Byte counts come from :mod:`workbench.model`: features are ``feature_bytes`` per
+  vertex, gradients ``ModelSpec.gradient_bytes``, resident training state
+  ``ModelSpec.training_state_bytes`` (weights, gradients, optimizer state), and each
+  layer's forward allocates what it saves for backward, freed by its backward.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import ClassVar
+
+import numpy as np
+
+from workbench.errors import ConfigError
+from workbench.graph.csr import CSRGraph
+from workbench.hardware.spec import ClusterSpec
+from workbench.model import ModelSpec
+from workbench.plan import Plan
+from workbench.strategies.partition.base import PartitionResult
+from workbench.strategies.placement.base import PlacementResult
+from workbench.strategies.sampling.base import Minibatch
+
+
+@dataclass
+class SchemeInputs:
+    """What a scheme builds its plan from (see the module docstring for the conventions)."""
+
+    graph: CSRGraph
+    cluster: ClusterSpec
+    model: ModelSpec
+    workers: list[str]  # worker w drives GPU workers[w]
+    partition: PartitionResult  # one part per worker
+    epoch: list[list[Minibatch]]  # epoch[i][w]: worker w's minibatch of iteration i
+    feature_bytes: int  # input feature bytes per vertex
+    placement: PlacementResult | None = None  # None: no GPU cache
+    optimizer: str = "adam"
+    name: str = "run"
+    meta: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        gpus = self.cluster.gpu_nodes()
+        if not self.workers:
+            raise ConfigError("a run needs at least one worker")
+        unknown = [w for w in self.workers if w not in gpus]
+        if unknown:
+            raise ConfigError(
+                f"cluster {self.cluster.name!r} has no GPU {unknown[0]!r}; GPUs: {', '.join(gpus)}"
+            )
+        if self.partition.num_parts != len(self.workers):
+            raise ConfigError(
+                f"the partition has {self.partition.num_parts} parts for {len(self.workers)} workers"
+            )
+        if self.placement is not None and self.placement.num_gpus != len(self.workers):
+            raise ConfigError(
+                f"the placement covers {self.placement.num_gpus} GPUs for {len(self.workers)} workers"
+            )
+        if any(len(row) != len(self.workers) for row in self.epoch):
+            raise ConfigError(f"every iteration needs one minibatch per worker ({len(self.workers)})")
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.workers)
+
+    @cached_property
+    def worker_machine(self) -> np.ndarray:
+        """Machine index of each worker."""
+        index = {m.name: k for k, m in enumerate(self.cluster.machines)}
+        return np.array([index[w.split(".", 1)[0]] for w in self.workers], dtype=np.int64)
+
+    @cached_property
+    def vertex_machine(self) -> np.ndarray:
+        """Machine index whose host memory holds each vertex's features (its owner worker's)."""
+        return self.worker_machine[self.partition.owner]
+
+    def host_of_machine(self, machine: int) -> str:
+        return self.cluster.machines[machine].host_node
+
+    def host_of_worker(self, w: int) -> str:
+        return self.host_of_machine(int(self.worker_machine[w]))
+
+    @cached_property
+    def cached_masks(self) -> list[np.ndarray] | None:
+        """Per worker, which vertices its GPU caches (None without a placement)."""
+        if self.placement is None:
+            return None
+        return [self.placement.cached_mask(g) for g in range(self.num_workers)]
+
+
+@dataclass(frozen=True)
+class FeatureRead:
+    """Where a worker reads some input vertices' features from.
+
+    ``kind``: ``local`` (its own GPU cache), ``peer`` (another GPU's cache in its peer
+    group), ``host`` (its machine's host memory) or ``remote`` (another machine's host).
+    """
+
+    kind: str
+    source: str  # the memory node the features come from
+    vertices: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.vertices.shape[0])
+
+
+def feature_reads(inputs: SchemeInputs, w: int, vertices: np.ndarray) -> list[FeatureRead]:
+    """Split ``vertices`` that worker ``w`` needs by where it reads them, sources in a fixed order.
+
+    A vertex in ``w``'s GPU cache is local; else one a GPU of ``w``'s peer group caches
+    (the placement's ``home`` names which) comes from that peer; else it comes from the
+    host memory of the machine that owns it.
+    """
+    reads: list[FeatureRead] = []
+    rest = np.asarray(vertices, dtype=np.int64)
+    placement = inputs.placement
+    if placement is not None:
+        local = inputs.cached_masks[w][rest]  # type: ignore[index]
+        if local.any():
+            reads.append(FeatureRead("local", inputs.workers[w], rest[local]))
+        rest = rest[~local]
+        group = next(g for g in placement.groups() if w in g)
+        home = placement.home[rest]
+        for peer in group:
+            if peer == w:
+                continue
+            mine = home == peer
+            if mine.any():
+                reads.append(FeatureRead("peer", inputs.workers[peer], rest[mine]))
+        in_group = np.isin(home, [g for g in group if g != w])
+        rest = rest[~in_group]
+    machines = inputs.vertex_machine[rest]
+    mine = int(inputs.worker_machine[w])
+    for m in np.unique(machines).tolist():
+        chosen = rest[machines == m]
+        reads.append(FeatureRead("host" if m == mine else "remote", inputs.host_of_machine(m), chosen))
+    return reads
+
+
+READ_PHASE = {"local": "gather_local", "peer": "d2d", "host": "h2d", "remote": "gather_remote"}
+
+
+def add_feature_reads(
+    plan: Plan,
+    inputs: SchemeInputs,
+    w: int,
+    iteration: int,
+    vertices: np.ndarray,
+    deps: list[str],
+    prefix: str,
+) -> tuple[list[str], list[str]]:
+    """Plan worker ``w``'s reads of ``vertices``' input features onto its GPU.
+
+    Returns the task ids, and the named tensors they allocate (for the reader to free).
+
+    A local cache hit is a gather kernel on the GPU (``gather_local``: read and write
+    each row, into a tensor ``{prefix}.cached-features``); every other source is a copy into the GPU
+    (``d2d`` from a peer, ``h2d`` from its host, ``gather_remote`` from another
+    machine's host) that lands in a buffer freed once its readers end.
+    """
+    gpu = inputs.workers[w]
+    fb = inputs.feature_bytes
+    ids: list[str] = []
+    tensors: list[str] = []
+    for read in feature_reads(inputs, w, vertices):
+        tid = f"{prefix}.{read.kind}.{read.source}"
+        if read.kind == "local":
+            plan.compute(
+                tid,
+                gpu,
+                "gather_local",
+                deps,
+                worker=w,
+                iteration=iteration,
+                items=read.count,
+                features={"vertices": float(read.count), "bytes": 2.0 * read.count * fb},
+                allocate={f"{prefix}.cached-features": read.count * fb},
+            )
+            tensors.append(f"{prefix}.cached-features")
+        else:
+            plan.transfer(
+                tid,
+                read.source,
+                gpu,
+                read.count * fb,
+                READ_PHASE[read.kind],
+                deps,
+                worker=w,
+                iteration=iteration,
+                items=read.count,
+                carries="features",
+            )
+        ids.append(tid)
+    return ids, tensors
+
+
+class ExecutionScheme(ABC):
+    """Turns a run's decisions into an iteration plan. Pure: no device, no time, no randomness."""
+
+    registered_name: ClassVar[str]
+
+    @abstractmethod
+    def build(self, inputs: SchemeInputs) -> Plan:
+        """The plan of one epoch (``inputs.epoch``'s iterations) of training."""
+
+
+# ---- the parts of a training step every data-parallel scheme shares -------------------------
+def add_resident_state(plan: Plan, inputs: SchemeInputs) -> None:
+    """Each worker's GPU keeps the training state (weights, gradients, optimizer state) and its
+    feature cache for the whole epoch."""
+    state = inputs.model.training_state_bytes(inputs.optimizer)
+    for w, gpu in enumerate(inputs.workers):
+        plan.keep(f"w{w}.training-state", gpu, state)
+        if inputs.placement is not None:
+            cached = int(inputs.placement.gpu_vertices[w].shape[0])
+            if cached:
+                plan.keep(f"w{w}.feature-cache", gpu, cached * inputs.feature_bytes)
+
+
+def add_sampling(plan: Plan, inputs: SchemeInputs, w: int, iteration: int, mb: Minibatch, prefix: str) -> str:
+    """Worker ``w`` samples its minibatch on its host's CPU, one iteration ahead at most (DGL's
+    data loader samples the next minibatch while the GPU trains on this one)."""
+    edges = sum(b.num_edges for b in mb.blocks)
+    tid = f"{prefix}.sample"
+    previous = [f"i{iteration - 1}.w{w}.sample"] if iteration else []
+    plan.compute(
+        tid,
+        inputs.host_of_worker(w),
+        "sample",
+        previous,
+        worker=w,
+        iteration=iteration,
+        items=edges,
+        features={"edges": float(edges), "vertices": float(mb.input_nodes.shape[0])},
+    )
+    return tid
+
+
+def block_sizes(mb: Minibatch) -> list[tuple[int, int, int]]:
+    return [(b.num_src, b.num_dst, b.num_edges) for b in mb.blocks]
+
+
+def add_forward_backward(
+    plan: Plan,
+    inputs: SchemeInputs,
+    w: int,
+    iteration: int,
+    sizes: list[tuple[int, int, int]],
+    deps: list[str],
+    prefix: str,
+    layers: range | None = None,
+    frees: tuple[str, ...] | list[str] = (),
+) -> str:
+    """Forward then backward over ``layers`` (default: all) of blocks of ``sizes`` on worker ``w``'s GPU.
+
+    Each forward layer allocates what it saves for backward (``act{l}``), freed by that
+    layer's backward; a backward layer holds the gradient of its input while it runs.
+    The first forward layer frees ``frees`` (the input tensors it consumes, such as the
+    gathered cache hits of :func:`add_feature_reads`). Returns the id of the last backward task.
+    """
+    gpu = inputs.workers[w]
+    model = inputs.model
+    layers = range(model.num_layers) if layers is None else layers
+    last = list(deps)
+    consumed = list(frees)
+    for layer in layers:
+        spec = model.layers[layer]
+        src, dst, edges = sizes[layer]
+        tid = f"{prefix}.fwd{layer}"
+        plan.compute(
+            tid,
+            gpu,
+            "forward",
+            last,
+            worker=w,
+            iteration=iteration,
+            layer=layer,
+            items=edges,
+            features=spec.cost_features(src, dst, edges),
+            allocate={f"{prefix}.act{layer}": spec.saved_for_backward_bytes(src, dst, edges)},
+            free=consumed,
+        )
+        consumed = []
+        last = [tid]
+    for layer in reversed(layers):
+        spec = model.layers[layer]
+        src, dst, edges = sizes[layer]
+        tid = f"{prefix}.bwd{layer}"
+        plan.compute(
+            tid,
+            gpu,
+            "backward",
+            last,
+            worker=w,
+            iteration=iteration,
+            layer=layer,
+            items=edges,
+            features=spec.backward_cost_features(src, dst, edges),
+            memory=src * spec.in_dim * 4,
+            free=[f"{prefix}.act{layer}"],
+        )
+        last = [tid]
+    return last[0]
+
+
+def add_gradient_sync(plan: Plan, inputs: SchemeInputs, iteration: int, deps: list[str]) -> list[str]:
+    """All-reduce of the gradients among the workers, then each worker's optimizer step.
+
+    Returns the step task of each worker (what its next iteration's forward waits for).
+    """
+    sync = f"i{iteration}.allreduce"
+    plan.collective(
+        sync,
+        "allreduce",
+        inputs.workers,
+        inputs.model.gradient_bytes(),
+        "allreduce",
+        deps,
+        iteration=iteration,
+        carries="gradients",
+    )
+    state = inputs.model.training_state_bytes(inputs.optimizer)
+    steps = []
+    for w, gpu in enumerate(inputs.workers):
+        tid = f"i{iteration}.w{w}.update"
+        # The step reads weights, gradients and optimizer state and writes weights and state.
+        plan.compute(
+            tid,
+            gpu,
+            "update",
+            [sync],
+            worker=w,
+            iteration=iteration,
+            features={"bytes": 2.0 * state, "flops": 4.0 * inputs.model.param_count()},
+        )
+        steps.append(tid)
+    return steps

@@ -1,0 +1,67 @@
+"""``model-centric``: DGL-style data-parallel minibatch training (the baseline of papers 002 and 003).
+
+Every worker holds a full copy of the model. Per iteration, each worker:
+
+1. samples its minibatch from its partition's training vertices on its host's CPU
+   (``sample``; the next minibatch is sampled while this one trains);
+2. gathers the input features to its GPU: from its own GPU cache (``gather_local``), a
+   peer GPU's cache over NVLink/NVSwitch when the placement distributes
+   (``d2d``), its machine's host memory (``h2d``), or another machine's host memory
+   over the network (``gather_remote``): the *features move to the model*, which is
+   what HopGNN (paper 003, section 3) calls model-centric;
+3. runs forward and backward layer by layer;
+4. all-reduces the gradients with every other worker, then steps the optimizer.
+
+Iteration ``i + 1``'s forward waits for iteration ``i``'s optimizer step; its sampling
+and feature copies may overlap iteration ``i``'s compute.
+"""
+
+from __future__ import annotations
+
+from workbench.plan import Plan
+from workbench.registry import EXECUTION_SCHEMES
+from workbench.strategies.execution.base import (
+    ExecutionScheme,
+    SchemeInputs,
+    add_feature_reads,
+    add_forward_backward,
+    add_gradient_sync,
+    add_resident_state,
+    add_sampling,
+    block_sizes,
+)
+
+
+@EXECUTION_SCHEMES.register("model-centric")
+class ModelCentricScheme(ExecutionScheme):
+    """DGL-style data parallel: features move to each worker's model copy, gradients all-reduced."""
+
+    HELP: dict[str, str] = {}
+
+    def build(self, inputs: SchemeInputs) -> Plan:
+        plan = Plan(
+            inputs.name,
+            meta={
+                "scheme": "model-centric",
+                "hardware": inputs.cluster.name,
+                "model": inputs.model.name,
+                "workers": inputs.num_workers,
+                "iterations": len(inputs.epoch),
+                **inputs.meta,
+            },
+        )
+        add_resident_state(plan, inputs)
+        steps: list[str] = []
+        for it, minibatches in enumerate(inputs.epoch):
+            finals = []
+            for w, mb in enumerate(minibatches):
+                prefix = f"i{it}.w{w}"
+                sample = add_sampling(plan, inputs, w, it, mb, prefix)
+                reads, gathered = add_feature_reads(plan, inputs, w, it, mb.input_nodes, [sample], prefix)
+                ready = reads or [sample]
+                if steps:
+                    ready = [*ready, steps[w]]
+                sizes = block_sizes(mb)
+                finals.append(add_forward_backward(plan, inputs, w, it, sizes, ready, prefix, frees=gathered))
+            steps = add_gradient_sync(plan, inputs, it, finals)
+        return plan
