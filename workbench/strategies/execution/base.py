@@ -150,7 +150,8 @@ def feature_reads(inputs: SchemeInputs, w: int, vertices: np.ndarray) -> list[Fe
         rest = rest[~in_group]
     machines = inputs.vertex_machine[rest]
     mine = int(inputs.worker_machine[w])
-    for m in np.unique(machines).tolist():
+    present = np.bincount(machines, minlength=len(inputs.cluster.machines))
+    for m in np.flatnonzero(present).tolist():
         chosen = rest[machines == m]
         reads.append(FeatureRead("host" if m == mine else "remote", inputs.host_of_machine(m), chosen))
     return reads

@@ -1,0 +1,182 @@
+"""An epoch from a configuration, end to end, against DGL sampling the same epoch; and a sweep on cached samples.
+
+    .venv/bin/python benchmarks/bench_epoch.py [--graph products-like] [--rounds 3] [--threads N]
+
+(a) One epoch of ``model-centric`` on products-like (4 workers of hopgnn-4xa100-10gbe,
+    GraphSAGE fanouts 15/10/5, batch 1024, each worker's seeds from its part of an
+    equal-vertex partition) through the spine, with sampling (``bulk-matrix``, which
+    draws DGL's distribution: uniform neighbours without replacement), plan building and
+    simulation, the sample cache off; against DGL's CPU ``NeighborSampler`` sampling the
+    same seed batches, with the same threads. Rounds alternate, medians are printed.
+    Target: the workbench's epoch in at most 0.5x DGL's sampling time.
+(b) A sweep of 12 configurations (3 placements x 2 hardware presets x 2 schemes) on the
+    cached samples, against the first configuration alone with an empty sample cache.
+    Target: at most 2x.
+
+The graph is loaded once, before any timing (it is on disk after its first generation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+HARDWARE = ("hopgnn-4xa100-10gbe", "perlmutter-4xa100-slingshot")
+PLACEMENTS = ("none", "degree", "song-jiang")
+
+
+def config(graph: str, scale: float | None, hardware: str, placement: str, scheme: str, sampler: str) -> Any:
+    from workbench.config import config_from_dict
+
+    data: dict[str, Any] = {
+        "name": f"bench-{hardware}-{placement}-{scheme}",
+        "graph": {"name": graph, **({"scale": scale} if scale else {})},
+        "hardware": {"name": hardware},
+        "model": {"name": "sage", "hidden": 256, "num_layers": 3},
+        "training": {"batch_size": 1024, "workers": 4},
+        "partition": {"name": "equal-vertex"},
+        "sampling": {"name": sampler, "fanouts": [15, 10, 5]},
+        "execution": {"name": scheme},
+        "cache": {"capacity": "10%"},
+    }
+    if placement != "none":
+        data["placement"] = {"name": placement}
+    return config_from_dict(data, "bench")
+
+
+def run_epoch(cfg: Any, graph: Any, cache_dir: str | None) -> dict[str, float]:
+    """Seconds per stage of one configuration: prepare (partition, placement, sampling), plan, simulate."""
+    from sim import simulate
+    from workbench.run import prepare_run
+
+    t0 = time.perf_counter()
+    prepared = prepare_run(cfg, graph=graph, sample_cache=cache_dir is not None, cache_dir=cache_dir)
+    plan = prepared.plan()
+    t1 = time.perf_counter()
+    result = simulate(plan, prepared.cluster)
+    t2 = time.perf_counter()
+    return {
+        **{k: v for k, v in prepared.seconds.items() if k != "graph"},
+        "simulate": t2 - t1,
+        "total": t2 - t0,
+        "tasks": len(plan.tasks),
+        "minibatches": sum(len(row) for row in prepared.inputs.epoch),
+        "epoch_s": result.makespan,
+    }
+
+
+def dgl_epoch(graph: Any, cfg: Any) -> tuple[float, int]:
+    """DGL's NeighborSampler over the same seed batches as the spine (same partition and seed)."""
+    import torch
+
+    from workbench.dgl_loader import load_dgl
+    from workbench.epoch import worker_seed_batches
+    from workbench.registry import PARTITIONERS
+
+    dgl = load_dgl()
+    owner = PARTITIONERS.create("equal-vertex").partition(graph, 4, np.random.default_rng(cfg.seed)).owner
+    batches = worker_seed_batches(graph, owner, 4, cfg.training.batch_size, cfg.seed)
+    g = dgl.graph(
+        (
+            "csc",
+            (
+                torch.from_numpy(graph.indptr),
+                torch.from_numpy(graph.indices),
+                torch.empty(0, dtype=torch.int64),
+            ),
+        ),
+        num_nodes=graph.num_nodes,
+    )
+    sampler = dgl.dataloading.NeighborSampler([15, 10, 5])
+    seeds = [torch.from_numpy(b) for row in batches for b in row]
+    t0 = time.perf_counter()
+    for s in seeds:
+        sampler.sample_blocks(g, s)
+    return time.perf_counter() - t0, len(seeds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--graph", default="products-like")
+    p.add_argument("--scale", type=float, default=None)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None, help="torch and numba threads (default: all cores)")
+    p.add_argument("--sampler", default="bulk-matrix")
+    p.add_argument("--schemes", default="model-centric,hopgnn", help="the sweep's two schemes")
+    p.add_argument("--only", default="a,b", help="which parts to run: a, b or both")
+    args = p.parse_args(argv)
+
+    import os
+
+    import numba
+    import torch
+
+    from workbench.graph.datasets import load_dataset
+    from workbench.registry import EXECUTION_SCHEMES
+
+    threads = args.threads or os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    t0 = time.perf_counter()
+    graph = load_dataset(args.graph, scale=args.scale)
+    print(
+        f"graph {graph.name}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges, "
+        f"{graph.train_nids().shape[0]:,} training vertices (loaded in {time.perf_counter() - t0:.1f} s); "
+        f"{threads} threads"
+    )
+    parts = set(args.only.split(","))
+
+    if "a" in parts:
+        cfg = config(args.graph, args.scale, HARDWARE[0], "none", "model-centric", args.sampler)
+        run_epoch(cfg, graph, None)  # warm numba's kernels and imports
+        ours, dgl = [], []
+        for r in range(args.rounds):
+            stages = run_epoch(cfg, graph, None)
+            ours.append(stages)
+            seconds, count = dgl_epoch(graph, cfg)
+            dgl.append(seconds)
+            print(
+                f"(a) round {r}: workbench {stages['total']:.2f} s (partition {stages['partition']:.2f}, "
+                f"sample {stages['sample']:.2f}, plan {stages['plan']:.2f}, simulate {stages['simulate']:.2f}; "
+                f"{stages['minibatches']:.0f} minibatches, {stages['tasks']:.0f} tasks, simulated epoch "
+                f"{stages['epoch_s'] * 1e3:.1f} ms) | DGL sampling {seconds:.2f} s ({count} minibatches)"
+            )
+        mine = statistics.median(s["total"] for s in ours)
+        theirs = statistics.median(dgl)
+        print(
+            f"(a) median: workbench epoch {mine:.2f} s vs DGL sampling {theirs:.2f} s: "
+            f"{mine / theirs:.2f}x (target <= 0.5x: {'met' if mine <= 0.5 * theirs else 'NOT met'})"
+        )
+
+    if "b" in parts:
+        schemes = [s for s in args.schemes.split(",") if s in EXECUTION_SCHEMES.names()]
+        missing = [s for s in args.schemes.split(",") if s not in schemes]
+        if missing:
+            print(f"(b) not registered, left out: {', '.join(missing)}")
+        grid = [(h, pl, s) for s in schemes for h in HARDWARE for pl in PLACEMENTS]
+        with tempfile.TemporaryDirectory() as fresh:
+            first = run_epoch(config(args.graph, args.scale, *grid[0], args.sampler), graph, fresh)
+        with tempfile.TemporaryDirectory() as cache:
+            t0 = time.perf_counter()
+            for point in grid:
+                stages = run_epoch(config(args.graph, args.scale, *point, args.sampler), graph, cache)
+                print(
+                    f"(b) {point[0]:<28} {point[1]:<11} {point[2]:<14} {stages['total']:6.2f} s "
+                    f"(placement {stages['placement']:.2f}, sample {stages['sample']:.2f}, plan {stages['plan']:.2f}, "
+                    f"simulate {stages['simulate']:.2f}); epoch {stages['epoch_s'] * 1e3:8.1f} ms"
+                )
+            sweep = time.perf_counter() - t0
+        print(
+            f"(b) {len(grid)} configurations in {sweep:.2f} s vs the first alone {first['total']:.2f} s: "
+            f"{sweep / first['total']:.2f}x (target <= 2x: {'met' if sweep <= 2 * first['total'] else 'NOT met'})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
