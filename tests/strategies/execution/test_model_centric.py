@@ -143,3 +143,25 @@ def test_locality_aware_sampling_takes_each_gpus_cache_from_the_placement(cache_
         return hits / total
 
     assert hit_share(prepared) > hit_share(plain)
+
+
+def test_a_cache_larger_than_the_gpu_is_reported_with_numbers(cache_dir, tmp_path):
+    from workbench.cli.main import main
+
+    # hopgnn's cluster with 1 MiB GPUs: a 5% cache of er:n=100000 is 5,000 vertices x 64 floats
+    # x 4 B = 1.22 MiB, beside the training state of a tiny SAGE: over before anything runs.
+    main(["hardware", "export", "hopgnn-4xa100-10gbe", "-o", str(tmp_path / "hw.toml")])
+    text = (tmp_path / "hw.toml").read_text().replace('memory = "40 GiB"', 'memory = "1 MiB"')
+    (tmp_path / "hw.toml").write_text(text)
+    cfg = config(
+        graph={"name": "er:n=100000,deg=4"},
+        hardware={"name": str(tmp_path / "hw.toml")},
+        model={"name": "sage", "hidden": 4, "num_layers": 2},
+        placement={"name": "degree"},
+        cache={"capacity": "5%"},
+    )
+    prepared = prepare_run(cfg, cache_dir=cache_dir)
+    with pytest.raises(
+        InfeasiblePlanError, match=r"m0.gpu0 holds 1.2 MiB of 1 MiB .* resident 'w0.feature-cache' 1.2 MiB"
+    ):
+        simulate(prepared.plan(), prepared.cluster)
