@@ -44,9 +44,23 @@ class PreparedRun:
     inputs: SchemeInputs
     seconds: dict[str, float] = field(default_factory=dict)  # per preparation stage
 
-    def plan(self) -> Plan:
+    def plan(self, progress: bool = False) -> Plan:
+        """The scheme's plan of the epoch; ``progress`` shows a bar over its iterations on stderr."""
         t0 = time.perf_counter()
-        plan = self.scheme.build(self.inputs)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=len(self.inputs.epoch), desc="planning", unit="iteration", file=sys.stderr, leave=False
+            )
+            self.inputs.on_iteration = lambda done: bar.update(done - bar.n)
+        try:
+            plan = self.scheme.build(self.inputs)
+        finally:
+            self.inputs.on_iteration = None
+            if bar is not None:
+                bar.close()
         self.seconds["plan"] = time.perf_counter() - t0
         return plan
 

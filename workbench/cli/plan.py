@@ -24,7 +24,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     prepared = prepare_run(config, progress=True, sample_cache=not args.no_sample_cache)
-    plan = prepared.plan()
+    plan = prepared.plan(progress=True)
     plan.meta.setdefault("hardware", prepared.cluster.name)
     plan.save(args.output)
     kinds = {k: sum(t.kind == k for t in plan.tasks) for k in ("compute", "transfer", "collective")}

@@ -139,7 +139,7 @@ def _run_config(args: argparse.Namespace) -> int:
         )
     config = load_config(args.plan)
     prepared = prepare_run(config, progress=True)
-    plan = prepared.plan()
+    plan = prepared.plan(progress=True)
     cost_model = LinearCostModel.from_json(Path(args.cost_model)) if args.cost_model else None
     result = simulate(
         plan,

@@ -25,6 +25,7 @@ Conventions every scheme shares:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ClassVar
@@ -56,6 +57,13 @@ class SchemeInputs:
     optimizer: str = "adam"
     name: str = "run"
     meta: dict[str, object] = field(default_factory=dict)
+    # Called with the number of iterations planned so far, after each one (a progress bar).
+    on_iteration: Callable[[int], None] | None = None
+
+    def planned(self, iteration: int) -> None:
+        """Schemes call this after planning each iteration."""
+        if self.on_iteration is not None:
+            self.on_iteration(iteration + 1)
 
     def __post_init__(self) -> None:
         gpus = self.cluster.gpu_nodes()

@@ -64,4 +64,5 @@ class ModelCentricScheme(ExecutionScheme):
                 sizes = block_sizes(mb)
                 finals.append(add_forward_backward(plan, inputs, w, it, sizes, ready, prefix, frees=gathered))
             steps = add_gradient_sync(plan, inputs, it, finals)
+            inputs.planned(it)
         return plan
