@@ -82,7 +82,7 @@ def run_demo(out_dir: Path, settings: DemoSettings = DemoSettings(), progress: b
             result = simulate(plan, prepared.cluster, run_id=run_id, seed=settings.seed)
             write_trace(result.trace, out_dir / "traces" / f"{run_id}.parquet")
             row = results_row(prepared, result.trace)
-            iterations = len(prepared.inputs.epoch)
+            iterations = prepared.inputs.num_iterations
             summary_row = {
                 "hardware": hw_name,
                 "placement": placement,

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from workbench.config import RunConfig, StrategyConfig
+from workbench.epoch import sample_epoch, worker_seed_batches
 from workbench.errors import ConfigError
 from workbench.graph.csr import CSRGraph
 from workbench.hardware.spec import ClusterSpec
@@ -81,7 +82,6 @@ def prepare_run(
     cache_dir: str | None = None,
 ) -> PreparedRun:
     """Load, partition, place and sample as ``config`` says; ``graph`` skips loading it again."""
-    from workbench.epoch import sample_epoch, worker_seed_batches
     from workbench.graph.datasets import load_dataset
     from workbench.hardware import load_hardware
     from workbench.registry import EXECUTION_SCHEMES, PARTITIONERS, PLACEMENTS, SAMPLERS
@@ -122,20 +122,20 @@ def prepare_run(
         heads=config.model.heads,
     )
     feature_bytes = graph.feat_dim * DTYPE_BYTES
-    rng = np.random.default_rng(config.seed)
-
-    partition_cfg = strategy_config(config, "partition")
-    partition = PARTITIONERS.create(partition_cfg.name, **partition_cfg.params).partition(  # type: ignore[union-attr]
-        graph, num_workers, rng
-    )
-    stage("partition")
-
+    scheme_cfg = strategy_config(config, "execution")
+    scheme = EXECUTION_SCHEMES.create(scheme_cfg.name, **scheme_cfg.params)  # type: ignore[union-attr]
     sampling_cfg = config.strategy("sampling")
-    if sampling_cfg is None:
+    if sampling_cfg is None and not scheme.full_graph:
         raise ConfigError(
             f"{config.name}: minibatch training needs a [sampling] table (a sampler and its fanouts)"
         )
-    sampler = SAMPLERS.create(sampling_cfg.name, **sampling_cfg.params)
+    sampler = SAMPLERS.create(sampling_cfg.name, **sampling_cfg.params) if sampling_cfg else None
+
+    partition_cfg = strategy_config(config, "partition")
+    partition = PARTITIONERS.create(partition_cfg.name, **partition_cfg.params).partition(  # type: ignore[union-attr]
+        graph, num_workers, np.random.default_rng(config.seed)
+    )
+    stage("partition")
 
     placement = None
     placement_cfg = config.strategy("placement")
@@ -162,34 +162,36 @@ def prepare_run(
         placement = PLACEMENTS.create(placement_cfg.name, **placement_cfg.params).place(request)
     stage("placement")
 
-    samplers = _worker_samplers(sampling_cfg, sampler, placement, num_workers, SAMPLERS)
-    batches = worker_seed_batches(
-        graph,
-        partition.owner,
-        num_workers,
-        config.training.batch_size,
-        config.seed,
-        config.training.iterations,
-    )
-    describe: dict[str, Any] = {"name": sampling_cfg.name, "params": sampling_cfg.params}
-    if samplers[0] is not sampler:  # per-worker samplers (locality-aware): their caches are part of the key
-        describe["caches"] = [
-            hashlib.sha256(v.tobytes()).hexdigest()[:16]
-            for v in placement.gpu_vertices  # type: ignore[union-attr]
-        ]
-    epoch = sample_epoch(
-        graph,
-        samplers,
-        batches,
-        config.seed,
-        describe=describe if sample_cache else None,
-        cache_dir=cache_dir,
-        progress=progress,
-    )
+    epoch: list[Any] = []
+    if not scheme.full_graph:
+        samplers = _worker_samplers(sampling_cfg, sampler, placement, num_workers, SAMPLERS)  # type: ignore[arg-type]
+        batches = worker_seed_batches(
+            graph,
+            partition.owner,
+            num_workers,
+            config.training.batch_size,
+            config.seed,
+            config.training.iterations,
+        )
+        describe: dict[str, Any] = {"name": sampling_cfg.name, "params": sampling_cfg.params}  # type: ignore[union-attr]
+        if (
+            samplers[0] is not sampler
+        ):  # per-worker samplers (locality-aware): their caches are part of the key
+            describe["caches"] = [
+                hashlib.sha256(v.tobytes()).hexdigest()[:16]
+                for v in placement.gpu_vertices  # type: ignore[union-attr]
+            ]
+        epoch = sample_epoch(
+            graph,
+            samplers,
+            batches,
+            config.seed,
+            describe=describe if sample_cache else None,
+            cache_dir=cache_dir,
+            progress=progress,
+        )
     stage("sample")
 
-    scheme_cfg = strategy_config(config, "execution")
-    scheme = EXECUTION_SCHEMES.create(scheme_cfg.name, **scheme_cfg.params)  # type: ignore[union-attr]
     inputs = SchemeInputs(
         graph=graph,
         cluster=cluster,
@@ -201,11 +203,12 @@ def prepare_run(
         placement=placement,
         optimizer=config.training.optimizer,
         name=config.name,
+        iterations=(config.training.iterations or config.training.epochs) if scheme.full_graph else 0,
         meta={
             "graph": graph.name,
             "partition": partition_cfg.name,  # type: ignore[union-attr]
             "placement": placement_cfg.name if placement_cfg else "none",
-            "sampling": sampling_cfg.name,
+            "sampling": sampling_cfg.name if sampling_cfg else "none",
         },
     )
     return PreparedRun(config, cluster, scheme, inputs, seconds)
@@ -265,7 +268,7 @@ def results_row(prepared: PreparedRun, trace: Any, executor: str = "sim") -> dic
         "placement": inputs.meta.get("placement"),
         "sampling": inputs.meta.get("sampling"),
         "workers": inputs.num_workers,
-        "iterations": len(inputs.epoch),
+        "iterations": inputs.num_iterations,
         "batch_size": cfg.training.batch_size,
         "seed": cfg.seed,
         "epoch_s": makespan(trace),

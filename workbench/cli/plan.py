@@ -31,6 +31,6 @@ def run_plan(args: argparse.Namespace) -> int:
     print(
         f"plan {plan.name!r}: {len(plan.tasks):,} tasks ({kinds['compute']:,} compute, "
         f"{kinds['transfer']:,} transfer, {kinds['collective']:,} collective), "
-        f"{len(prepared.inputs.epoch)} iterations x {prepared.inputs.num_workers} workers -> {args.output}"
+        f"{prepared.inputs.num_iterations} iterations x {prepared.inputs.num_workers} workers -> {args.output}"
     )
     return 0

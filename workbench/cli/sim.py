@@ -152,12 +152,12 @@ def _run_config(args: argparse.Namespace) -> int:
     inputs = prepared.inputs
     print(
         f"{config.name}: {prepared.scheme.registered_name} on {prepared.cluster.name}, {inputs.graph.name} "
-        f"({inputs.graph.num_nodes:,} vertices), {inputs.num_workers} workers x {len(inputs.epoch)} "
+        f"({inputs.graph.num_nodes:,} vertices), {inputs.num_workers} workers x {inputs.num_iterations} "
         f"iterations, {len(plan.tasks):,} tasks"
     )
     _print_result(result, prepared.cluster)
     print(
-        f"epoch time: {result.makespan * 1e3:.3f} ms ({result.makespan / max(len(inputs.epoch), 1) * 1e3:.3f} ms "
+        f"epoch time: {result.makespan * 1e3:.3f} ms ({result.makespan / max(inputs.num_iterations, 1) * 1e3:.3f} ms "
         "per iteration)"
     )
     out = Path(args.out) if args.out else Path("reports") / "runs" / config.name

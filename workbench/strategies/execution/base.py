@@ -57,6 +57,7 @@ class SchemeInputs:
     optimizer: str = "adam"
     name: str = "run"
     meta: dict[str, object] = field(default_factory=dict)
+    iterations: int = 0  # full-graph schemes: how many iterations to plan (minibatch: len(epoch))
     # Called with the number of iterations planned so far, after each one (a progress bar).
     on_iteration: Callable[[int], None] | None = None
 
@@ -88,6 +89,10 @@ class SchemeInputs:
     @property
     def num_workers(self) -> int:
         return len(self.workers)
+
+    @property
+    def num_iterations(self) -> int:
+        return len(self.epoch) if self.epoch else self.iterations
 
     @cached_property
     def worker_machine(self) -> np.ndarray:
@@ -223,9 +228,16 @@ def add_feature_reads(
 
 
 class ExecutionScheme(ABC):
-    """Turns a run's decisions into an iteration plan. Pure: no device, no time, no randomness."""
+    """Turns a run's decisions into an iteration plan. Pure: no device, no time, no randomness.
+
+    A minibatch scheme plans ``inputs.epoch``'s sampled minibatches. A full-graph scheme
+    (``full_graph = True``: ROC, NeuGraph) trains on the whole graph each iteration; the
+    spine samples nothing for it (``inputs.epoch`` is empty) and ``inputs.iterations``
+    says how many training iterations (epochs over the full graph) to plan.
+    """
 
     registered_name: ClassVar[str]
+    full_graph: ClassVar[bool] = False
 
     @abstractmethod
     def build(self, inputs: SchemeInputs) -> Plan:
