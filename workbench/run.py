@@ -43,6 +43,7 @@ class PreparedRun:
     cluster: ClusterSpec
     scheme: ExecutionScheme
     inputs: SchemeInputs
+    partitioner: Any = None  # the partitioner instance (online ones learn across iterations)
     seconds: dict[str, float] = field(default_factory=dict)  # per preparation stage
 
     def plan(self, progress: bool = False) -> Plan:
@@ -132,9 +133,13 @@ def prepare_run(
     sampler = SAMPLERS.create(sampling_cfg.name, **sampling_cfg.params) if sampling_cfg else None
 
     partition_cfg = strategy_config(config, "partition")
-    partition = PARTITIONERS.create(partition_cfg.name, **partition_cfg.params).partition(  # type: ignore[union-attr]
-        graph, num_workers, np.random.default_rng(config.seed)
-    )
+    partition_params = dict(partition_cfg.params)  # type: ignore[union-attr]
+    declared = {p.name for p in PARTITIONERS.parameters(partition_cfg.name)}  # type: ignore[union-attr]
+    if "in_dims" in declared and "in_dims" not in partition_params:
+        # A partitioner with per-layer cost models (roc) models the run's layers.
+        partition_params["in_dims"] = [layer.in_dim for layer in model.layers]
+    partitioner = PARTITIONERS.create(partition_cfg.name, **partition_params)  # type: ignore[union-attr]
+    partition = partitioner.partition(graph, num_workers, np.random.default_rng(config.seed))
     stage("partition")
 
     placement = None
@@ -211,7 +216,7 @@ def prepare_run(
             "sampling": sampling_cfg.name if sampling_cfg else "none",
         },
     )
-    return PreparedRun(config, cluster, scheme, inputs, seconds)
+    return PreparedRun(config, cluster, scheme, inputs, partitioner, seconds)
 
 
 def _worker_samplers(

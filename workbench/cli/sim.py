@@ -100,7 +100,7 @@ def run_sim(args: argparse.Namespace) -> int:
         jitter=args.jitter,
     )
     print(f"plan {plan.name!r} on {cluster.name}: {len(plan.tasks)} tasks")
-    _print_result(result, cluster)
+    _print_result(result.trace, result.memory, cluster)
     print(f"makespan: {result.makespan * 1e3:.6f} ms ({result.makespan:.9g} s)")
     if args.trace:
         out = write_trace(result.trace, args.trace)
@@ -108,17 +108,17 @@ def run_sim(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_result(result: Any, cluster: Any) -> None:
+def _print_result(trace: Any, memory: dict[str, int], cluster: Any) -> None:
     """The per-phase table and each GPU's memory peak."""
     from sim.memory import capacities, format_bytes
     from workbench.trace import phase_table
 
-    for line in phase_table(result.trace):
+    for line in phase_table(trace):
         print(line)
     caps = capacities(cluster)
     for node in cluster.memory_nodes():
-        if node in result.memory and ".gpu" in node:
-            print(f"memory peak {node}: {format_bytes(result.memory[node])} of {format_bytes(caps[node])}")
+        if node in memory and ".gpu" in node:
+            print(f"memory peak {node}: {format_bytes(memory[node])} of {format_bytes(caps[node])}")
 
 
 def _run_config(args: argparse.Namespace) -> int:
@@ -139,33 +139,58 @@ def _run_config(args: argparse.Namespace) -> int:
         )
     config = load_config(args.plan)
     prepared = prepare_run(config, progress=True)
-    plan = prepared.plan(progress=True)
     cost_model = LinearCostModel.from_json(Path(args.cost_model)) if args.cost_model else None
-    result = simulate(
-        plan,
-        prepared.cluster,
-        cost_model=cost_model,
-        run_id=args.run_id or config.name,
-        seed=args.seed,
-        jitter=args.jitter,
-    )
+    results = []
+
+    def run(plan: Any) -> Any:
+        result = simulate(
+            plan,
+            prepared.cluster,
+            cost_model=cost_model,
+            run_id=args.run_id or config.name,
+            seed=args.seed,
+            jitter=args.jitter,
+        )
+        results.append(result)
+        return result.trace
+
     inputs = prepared.inputs
+    if hasattr(prepared.scheme, "plan_iteration"):
+        # A scheme that learns while it trains (ROC): plan, simulate and measure one iteration at a
+        # time, so its partitioner sees each iteration's times before the next.
+        from workbench.online import train_online
+
+        records, trace = train_online(prepared, run)
+        tasks = sum(len(r.trace) for r in results)
+        for record in records:
+            print(
+                f"iteration {record.iteration}: {record.seconds * 1e3:.3f} ms, part boundaries "
+                f"{list(record.boundaries) or '(not contiguous)'}"
+            )
+    else:
+        plan = prepared.plan(progress=True)
+        trace = run(plan)
+        tasks = len(plan.tasks)
+    epoch = float(trace["end"].max()) if len(trace) else 0.0
+    memory: dict[str, int] = {}
+    for result in results:
+        for node, peak in result.memory.items():
+            memory[node] = max(memory.get(node, 0), peak)
     print(
         f"{config.name}: {prepared.scheme.registered_name} on {prepared.cluster.name}, {inputs.graph.name} "
         f"({inputs.graph.num_nodes:,} vertices), {inputs.num_workers} workers x {inputs.num_iterations} "
-        f"iterations, {len(plan.tasks):,} tasks"
+        f"iterations, {tasks:,} tasks"
     )
-    _print_result(result, prepared.cluster)
+    _print_result(trace, memory, prepared.cluster)
     print(
-        f"epoch time: {result.makespan * 1e3:.3f} ms ({result.makespan / max(inputs.num_iterations, 1) * 1e3:.3f} ms "
-        "per iteration)"
+        f"epoch time: {epoch * 1e3:.3f} ms ({epoch / max(inputs.num_iterations, 1) * 1e3:.3f} ms per iteration)"
     )
     out = Path(args.out) if args.out else Path("reports") / "runs" / config.name
     out.mkdir(parents=True, exist_ok=True)
-    write_trace(result.trace, out / "trace.parquet")
-    pd.DataFrame([results_row(prepared, result.trace)]).to_csv(out / "results.csv", index=False)
+    write_trace(trace, out / "trace.parquet")
+    pd.DataFrame([results_row(prepared, trace)]).to_csv(out / "results.csv", index=False)
     shutil.copyfile(args.plan, out / "config.toml")
-    print(f"wrote {out}/: trace.parquet ({len(result.trace):,} rows), results.csv, config.toml")
+    print(f"wrote {out}/: trace.parquet ({len(trace):,} rows), results.csv, config.toml")
     return 0
 
 

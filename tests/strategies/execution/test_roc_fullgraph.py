@@ -1,0 +1,104 @@
+"""roc-fullgraph: halo bytes counted independently, the online partitioner beating equal-edge, memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim import simulate
+from workbench.config import config_from_dict
+from workbench.errors import ConfigError, InfeasiblePlanError
+from workbench.graph.csr import CSRGraph
+from workbench.online import train_online
+from workbench.run import prepare_run
+
+
+def skewed_graph(n: int = 8000, hubs: int = 800, hub_degree: int = 100, seed: int = 0) -> CSRGraph:
+    """The first ``hubs`` vertices read 100 random in-neighbours each, the others 2: per-vertex work
+    is very uneven, so equal edge counts are not equal times (the dense transform is per vertex)."""
+    rng = np.random.default_rng(seed)
+    degree = np.where(np.arange(n) < hubs, hub_degree, 2)
+    dst = np.repeat(np.arange(n), degree)
+    src = rng.integers(0, n, dst.size)
+    return CSRGraph.from_edges(src, dst, n, name="skewed", feat_dim=128, num_classes=8)
+
+
+def config(partition: str, hardware: str = "roc-4x4p100-nvlink-ib", **extra):
+    return config_from_dict(
+        {
+            "name": "roc",
+            "graph": {"name": "skewed"},
+            "hardware": {"name": hardware},
+            "model": {"name": "gcn", "hidden": 256, "num_layers": 2},
+            "training": {"workers": 4, "iterations": 6},
+            "partition": {"name": partition},
+            "execution": {"name": "roc-fullgraph", **extra},
+        }
+    )
+
+
+def test_learned_partition_beats_equal_edge_and_changes_during_training():
+    graph = skewed_graph()
+    equal_edge = prepare_run(config("equal-edge"), graph=graph)
+    baseline = simulate(equal_edge.scheme.plan_iteration(equal_edge.inputs, 0), equal_edge.cluster).makespan
+    online = prepare_run(config("roc"), graph=graph)
+    records, trace = train_online(online, lambda plan: simulate(plan, online.cluster).trace)
+    # The first iterations use roc's equal-edge fallback (fewer than 5 measurements per layer).
+    assert records[0].boundaries == records[1].boundaries
+    # (roc rounds each split to the nearest prefix, the equal-edge partitioner does not: close, not equal)
+    assert records[0].seconds == pytest.approx(baseline, rel=0.01)
+    # Then the learned model moves the boundaries and the simulated iteration gets faster.
+    assert records[-1].boundaries != records[0].boundaries
+    assert records[-1].seconds < 0.9 * baseline
+    # The trace shows it: the parts' vertex counts (items of the forward rows) change.
+    fwd = trace[(trace["phase"] == "forward") & (trace["layer"] == 0)].sort_values(["iteration", "worker"])
+    first = fwd[fwd["iteration"] == 0]["items"].tolist()
+    last = fwd[fwd["iteration"] == 5]["items"].tolist()
+    assert first != last and sum(first) == sum(last) == graph.num_nodes
+    assert (
+        trace["iteration"].tolist() == sorted(trace["iteration"].tolist())
+        or trace["start"].is_monotonic_increasing
+    )
+
+
+def test_halo_bytes_equal_an_independent_count():
+    # Four parts on the four NVLink-joined GPUs of one roc machine. Count with Python sets, per part
+    # p, the distinct in-neighbours of p's vertices that other parts own: each layer moves their
+    # activations (d_in floats each) in, and backward moves the layer-1 gradients back out.
+    rng = np.random.default_rng(1)
+    n = 300
+    dst = np.repeat(np.arange(n), 3)
+    src = (dst + rng.integers(1, 60, dst.size)) % n
+    graph = CSRGraph.from_edges(src, dst, n, name="ring", feat_dim=16, num_classes=4)
+    prepared = prepare_run(config("equal-vertex"), graph=graph)
+    plan = prepared.scheme.plan_iteration(prepared.inputs, 0)
+    owner = prepared.inputs.partition.owner
+    halo = [0] * 4
+    for p in range(4):
+        readers = {int(u) for v in np.flatnonzero(owner == p) for u in graph.in_neighbors(v) if owner[u] != p}
+        halo[p] = len(readers)
+    dims = [layer.in_dim for layer in prepared.inputs.model.layers]  # 16, 256
+    forward = sum(halo) * (dims[0] + dims[1]) * 4
+    backward = sum(halo) * dims[1] * 4  # layer 1's halo gradients go back; layer 0's inputs need none
+    moved = sum(t.bytes for t in plan.tasks if t.kind == "transfer" and ".halo" in t.id)
+    assert moved == forward + backward
+    features = sum(t.bytes for t in plan.tasks if t.id.endswith(".features"))
+    assert features == n * 16 * 4
+    result = simulate(plan, prepared.cluster)
+    assert result.trace.loc[result.trace["task"].str.contains(".halo"), "bytes"].sum() == moved
+
+
+def test_a_part_that_does_not_fit_is_reported(tmp_path):
+    from workbench.cli.main import main
+
+    main(["hardware", "export", "roc-4x4p100-nvlink-ib", "-o", str(tmp_path / "hw.toml")])
+    text = (tmp_path / "hw.toml").read_text().replace('memory = "16 GiB"', 'memory = "4 MiB"')
+    (tmp_path / "hw.toml").write_text(text)
+    prepared = prepare_run(config("equal-vertex", hardware=str(tmp_path / "hw.toml")), graph=skewed_graph())
+    with pytest.raises(InfeasiblePlanError, match=r"m0.gpu\d holds .* of 4 MiB"):
+        simulate(prepared.plan(), prepared.cluster)
+
+
+def test_unknown_memory_policy_is_named():
+    with pytest.raises(ConfigError, match="memory_policy 'magic'; allowed: resident"):
+        config("roc", memory_policy="magic")
