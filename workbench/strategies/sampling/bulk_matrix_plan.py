@@ -6,6 +6,8 @@ Paper: ``papers/004_48b849e12cfdd076.txt`` (Tripathy, Yelick, Buluc, MLSys 2024)
 (GraphSAGE or LADIES) and returns, beside the minibatches, the plan that ``P`` devices
 would run to produce them, so the simulator can time the paper's two algorithms. Byte
 counts come from the sparsity of the actual sampled frontiers, not from averages.
+:func:`sampled_bulk_plan` builds the same plan for GraphSAGE minibatches sampled
+already (the ``bulk-pipeline`` execution scheme plans a run's cached epoch with it).
 
 Data layout (section 5 and 6.1): the stacked sampler matrix ``Q`` of the ``k`` batches
 is split into block rows along batch boundaries (batch ``b`` belongs to block row
@@ -109,6 +111,67 @@ def bulk_sampling_plan(
     who = "bulk_sampling_plan"
     if not isinstance(sampler, BulkMatrixSampler):
         raise ConfigError(f"{who}: sampler must be a bulk-matrix sampler, got {type(sampler).__name__}")
+    devs = _check_layout(who, cluster, devices, mode, replication, index_bytes, value_bytes)
+    checked = [check_seeds(graph, b) for b in batches]
+    if not checked:
+        raise ConfigError(f"{who}: no batches to sample")
+    minibatches = sampler.sample_many(graph, checked, rng)
+    builder = _PlanBuilder(
+        graph,
+        minibatches,
+        sampler.algorithm,
+        sampler.layer_sizes,
+        devs,
+        mode,
+        replication,
+        index_bytes,
+        value_bytes,
+    )
+    builder.build()
+    return BulkSamplingPlan(builder.plan, minibatches, builder.bytes_by_kind)
+
+
+def sampled_bulk_plan(
+    graph: CSRGraph,
+    minibatches: Sequence[Minibatch],
+    cluster: ClusterSpec,
+    *,
+    mode: str = "replicated",
+    replication: int = 1,
+    devices: Sequence[str] | None = None,
+    index_bytes: int = 8,
+    value_bytes: int = 4,
+) -> BulkSamplingPlan:
+    """The plan of GraphSAGE bulk sampling that produces ``minibatches``, sampled already (a cached epoch).
+
+    Node-wise minibatches only (GraphSAGE's matrices are fixed by the blocks; LADIES' plan
+    also needs its layer sizes, so it goes through :func:`bulk_sampling_plan`).
+    """
+    who = "sampled_bulk_plan"
+    devs = _check_layout(who, cluster, devices, mode, replication, index_bytes, value_bytes)
+    mbs = list(minibatches)
+    if not mbs:
+        raise ConfigError(f"{who}: no minibatches")
+    if any(b.edge_weight is not None for mb in mbs for b in mb.blocks):
+        raise ConfigError(
+            f"{who}: the minibatches have weighted blocks (a layer-wise sampler such as LADIES); "
+            "this plans node-wise (GraphSAGE) minibatches: sample LADIES through bulk_sampling_plan"
+        )
+    builder = _PlanBuilder(graph, mbs, "graphsage", None, devs, mode, replication, index_bytes, value_bytes)
+    builder.build()
+    return BulkSamplingPlan(builder.plan, mbs, builder.bytes_by_kind)
+
+
+def _check_layout(
+    who: str,
+    cluster: ClusterSpec,
+    devices: Sequence[str] | None,
+    mode: str,
+    replication: int,
+    index_bytes: int,
+    value_bytes: int,
+) -> list[str]:
+    """The devices, after checking the mode, the grid and the entry sizes."""
     if mode not in MODES:
         raise ConfigError(f"{who}: unknown mode {mode!r}; allowed: {', '.join(MODES)}")
     devs = list(devices) if devices is not None else cluster.gpu_nodes()
@@ -130,13 +193,7 @@ def bulk_sampling_plan(
         )
     if index_bytes < 1 or value_bytes < 1:
         raise ConfigError(f"{who}: index_bytes and value_bytes must be >= 1")
-    checked = [check_seeds(graph, b) for b in batches]
-    if not checked:
-        raise ConfigError(f"{who}: no batches to sample")
-    minibatches = sampler.sample_many(graph, checked, rng)
-    builder = _PlanBuilder(graph, minibatches, sampler, devs, mode, replication, index_bytes, value_bytes)
-    builder.build()
-    return BulkSamplingPlan(builder.plan, minibatches, builder.bytes_by_kind)
+    return devs
 
 
 class _PlanBuilder:
@@ -144,7 +201,8 @@ class _PlanBuilder:
         self,
         graph: CSRGraph,
         minibatches: list[Minibatch],
-        sampler: BulkMatrixSampler,
+        algorithm: str,
+        layer_sizes: Sequence[int] | None,
         devices: list[str],
         mode: str,
         replication: int,
@@ -153,8 +211,8 @@ class _PlanBuilder:
     ) -> None:
         self.graph = graph
         self.mbs = minibatches
-        self.ladies = sampler.algorithm == "ladies"
-        self.sampler = sampler
+        self.ladies = algorithm == "ladies"
+        self.layer_sizes = layer_sizes
         self.devices = devices
         self.mode = mode
         self.c = replication if mode == "partitioned-1.5d" else 1
@@ -163,9 +221,9 @@ class _PlanBuilder:
         self.vb = value_bytes
         self.bytes_by_kind: dict[str, int] = {"request": 0, "rows": 0, "allreduce": 0}
         self.plan = Plan(
-            name=f"bulk-{sampler.algorithm}-{mode}",
+            name=f"bulk-{algorithm}-{mode}",
             meta={
-                "algorithm": sampler.algorithm,
+                "algorithm": algorithm,
                 "mode": mode,
                 "replication": self.c,
                 "process_rows": self.rows,
@@ -225,8 +283,8 @@ class _PlanBuilder:
             q_nnz = int(sum(d.shape[0] for d in dsts))
             p_nnz = self.probability_nnz(dsts)
             if self.ladies:
-                assert self.sampler.layer_sizes is not None
-                sampled = self.sampler.layer_sizes[layer] * len(mine)
+                assert self.layer_sizes is not None
+                sampled = self.layer_sizes[layer] * len(mine)
             else:
                 sampled = int(sum(b.num_edges for b in blocks))
             prefix = f"l{step}.r{i}"
