@@ -1,0 +1,301 @@
+"""``bulk-pipeline``: paper 004's end-to-end pipeline (section 6): bulk sampling, all-to-allv fetch, propagation.
+
+Paper: ``papers/004_48b849e12cfdd076.txt`` (Tripathy, Yelick, Buluc, MLSys 2024),
+sections 5 and 6.
+
+Layout (section 6). The ``P`` workers form a ``P/c x c`` process grid (``replication``
+is ``c``; worker ``w = i c + j`` is process ``(i, j)``; ``c`` must divide ``P`` and
+``c^2 <= P``, else a :class:`ConfigError` names both). The input feature matrix ``H``
+is split 1.5D: ``P/c`` block rows of contiguous, equal vertex ranges, block ``i`` kept
+on the GPUs of process row ``i`` (a resident tensor on each), so every process column
+holds all of ``H``. The adjacency matrix ``A`` is on every GPU (``mode="replicated"``,
+section 5.1) or split the same way (``mode="partitioned-1.5d"``, section 5.2). The
+configured partitioner decides only which training vertices each worker's minibatches
+start from; ``H`` and ``A`` follow the paper's block rows. A GPU feature cache has no
+role (features are on the GPUs already): a run with a ``[placement]`` is rejected.
+
+The pipeline, bulk synchronous:
+
+1. **Sampling step** for ``k`` minibatches (``bulk``; a multiple of ``P``, default the
+   whole epoch): ``k / P`` iterations of every worker. The plan of this step is
+   :func:`~workbench.strategies.sampling.bulk_matrix_plan.sampled_bulk_plan` (the 1.5D
+   plan of section 5, sparsity-aware, with its exact bytes) on the epoch's minibatches,
+   ordered worker by worker so that worker ``w``'s batches fall in block row ``w // c``
+   (replicated: ``w``) and are sampled by ``w``'s own process row. Its tasks join this
+   plan with ids ``b{step}.`` + theirs; the next step starts after each device's last
+   optimizer step. Each minibatch's sampled blocks stay on its worker's GPU from the
+   end of the step until its backward (``i{it}.w{w}.sampled-blocks``: per layer the CSR
+   of the sampled adjacency, ``num_edges x (8 + 4) + (num_dst + 1) x 8`` bytes, and the
+   ``num_src x 8`` bytes of its column ids).
+2. **Feature fetch**, all-to-allv across the process column: worker ``(i, j)`` needs
+   the rows of ``H`` of its minibatch's input vertices ``V``; those in block ``i`` are
+   on its GPU (``gather_local``), those in block ``t != i`` come from process
+   ``(t, j)``: it first sends their ids (``|V_t| x 8`` bytes, ``indices``) and gets
+   the rows back (``|V_t| x F x 4`` bytes, ``features``); phase ``d2d`` when the two
+   GPUs share a machine, ``gather_remote`` otherwise. Per pair the sizes are the
+   minibatch's own (an all-to-allv, not the plan's equal-split ``alltoall``), and an
+   owner answers once it has entered the same iteration (its previous step done).
+3. **Forward and backward** of the minibatch, layer by layer, then the **gradient
+   all-reduce** among all ``P`` workers and the optimizer step.
+
+Per-process sampling volume and the paper's analysis (section 5.2.1). The paper
+analyses the sparsity-oblivious algorithm that broadcasts whole block rows: per layer,
+process ``(i, j)`` takes ``P/c^2`` steps, each receiving a block row of ``A`` (``nc/P``
+rows of ``d`` nonzeros on average): ``nd/c`` nonzeros; and the all-reduce in each
+process row sums matrices of ``bkdc/P`` nonzeros (``bkc/P`` rows of ``Q_i``, ``d``
+each). The plan is sparsity-aware (Ballard et al.) and counts bytes, so it differs:
+
+* a process receives only the rows of ``A_t`` that ``Q_{i,t}`` has columns for; it
+  equals the whole block row only when ``Q_i A`` touches every row of ``A_t`` (a dense
+  graph, or a deep layer whose frontier is the whole graph), and is smaller otherwise;
+* the step whose block is the process's own (``t = i``: processes with
+  ``i = j (mod c)``) moves nothing, so those receive ``P/c^2 - 1`` block rows;
+* a nonzero is ``8 + 4`` bytes (index and value), every row sent adds its length
+  (8 bytes), and the ids of the rows requested go first (8 bytes per row: the term
+  the paper calls negligible);
+* the all-reduce buffer is the CSR of ``P_i``: rows are ``Q_i``'s rows, i.e. the
+  layer's destinations summed over the row's batches (``bkc/P`` only for the seed layer
+  of full batches), nonzeros the sum of their degrees; the simulator runs it as a
+  ring, ``2 (c - 1) / c`` of that buffer per process.
+
+``tests/strategies/execution/test_bulk_pipeline.py`` checks the plan against the
+formula on complete graphs, process by process.
+
+Only node-wise (GraphSAGE) epochs are planned: LADIES' sampling step needs its layer
+sizes, which the scheme does not see.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.errors import ConfigError
+from workbench.model import INDEX_BYTES
+from workbench.plan import Plan, Task
+from workbench.registry import EXECUTION_SCHEMES
+from workbench.strategies.execution.base import (
+    ExecutionScheme,
+    SchemeInputs,
+    add_forward_backward,
+    add_gradient_sync,
+    add_resident_state,
+    block_sizes,
+)
+from workbench.strategies.sampling.base import Minibatch
+from workbench.strategies.sampling.bulk_matrix_plan import MODES, csr_bytes, sampled_bulk_plan, vertex_blocks
+
+VALUE_BYTES = 4
+
+
+def sampled_blocks_bytes(mb: Minibatch) -> int:
+    """Bytes of a minibatch's sampled blocks on its GPU: per layer the CSR of the sampled
+    adjacency (index and value per edge, a row pointer per destination) and the column ids."""
+    return sum(
+        csr_bytes(b.num_dst, b.num_edges, INDEX_BYTES, VALUE_BYTES) + b.num_src * INDEX_BYTES
+        for b in mb.blocks
+    )
+
+
+@EXECUTION_SCHEMES.register("bulk-pipeline")
+class BulkPipelineScheme(ExecutionScheme):
+    """Paper 004's pipeline: bulk matrix sampling (replicated or 1.5D), all-to-allv feature fetch, data parallel."""
+
+    HELP = {
+        "mode": "the sampling step: 'replicated' (A on every GPU, paper 004 section 5.1) or "
+        "'partitioned-1.5d' (A in P/c block rows, section 5.2)",
+        "replication": "replication factor c of the P/c x c process grid (features, and A when partitioned): "
+        "c divides the workers P and c^2 <= P",
+        "bulk": "minibatches k sampled per bulk step over all workers (a multiple of the workers); "
+        "default: the whole epoch in one step",
+    }
+
+    def __init__(self, mode: str = "replicated", replication: int = 1, bulk: int | None = None) -> None:
+        who = "execution scheme 'bulk-pipeline'"
+        if mode not in MODES:
+            raise ConfigError(f"{who}: unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+        if isinstance(replication, bool) or not isinstance(replication, int) or replication < 1:
+            raise ConfigError(f"{who}: replication must be a positive integer, got {replication!r}")
+        if bulk is not None and (isinstance(bulk, bool) or not isinstance(bulk, int) or bulk < 1):
+            raise ConfigError(f"{who}: bulk must be a positive integer, got {bulk!r}")
+        self.mode = mode
+        self.replication = replication
+        self.bulk = bulk
+
+    def check(self, inputs: SchemeInputs) -> int:
+        """Check the grid, the bulk size and the inputs against ``inputs``; returns iterations per step."""
+        who = f"{inputs.name}: bulk-pipeline"
+        p, c = inputs.num_workers, self.replication
+        if p % c or c * c > p:
+            raise ConfigError(
+                f"{who}: replication c={c} does not fit P={p} workers: the P/c x c process grid needs "
+                f"c to divide P and c^2 <= P (c^2 = {c * c})"
+            )
+        if inputs.placement is not None:
+            raise ConfigError(
+                f"{who}: each process row keeps its block of the feature matrix on its GPUs (paper 004, "
+                "section 6); a [placement] cache has no role here: remove it"
+            )
+        if self.bulk is not None and self.bulk % p:
+            raise ConfigError(
+                f"{who}: bulk k={self.bulk} minibatches must be a multiple of the P={p} workers "
+                "(every worker trains k/P of them)"
+            )
+        if any(b.edge_weight is not None for row in inputs.epoch for mb in row for b in mb.blocks):
+            raise ConfigError(
+                f"{who}: the epoch's blocks are weighted (a layer-wise sampler such as LADIES); the "
+                "pipeline plans node-wise GraphSAGE bulk sampling (sampler 'bulk-matrix' or 'neighbor')"
+            )
+        return max(len(inputs.epoch), 1) if self.bulk is None else self.bulk // p
+
+    def build(self, inputs: SchemeInputs) -> Plan:
+        per_step = self.check(inputs)
+        p, c = inputs.num_workers, self.replication
+        rows = p // c
+        bounds = vertex_blocks(inputs.graph.num_nodes, rows)
+        plan = Plan(
+            inputs.name,
+            meta={
+                "scheme": "bulk-pipeline",
+                "hardware": inputs.cluster.name,
+                "model": inputs.model.name,
+                "workers": p,
+                "iterations": len(inputs.epoch),
+                "mode": self.mode,
+                "replication": c,
+                "bulk": per_step * p,
+                **inputs.meta,
+            },
+        )
+        add_resident_state(plan, inputs)
+        for w, gpu in enumerate(inputs.workers):
+            i = w // c
+            plan.keep(f"w{w}.features", gpu, int(bounds[i + 1] - bounds[i]) * inputs.feature_bytes)
+        steps: list[str] = []
+        for s, start in enumerate(range(0, len(inputs.epoch), per_step)):
+            its = range(start, min(start + per_step, len(inputs.epoch)))
+            sinks = self._sampling_step(plan, inputs, s, its, steps)
+            for it in its:
+                ready = [[sinks[w]] if it == its[0] else [steps[w]] for w in range(p)]
+                finals = []
+                for w, mb in enumerate(inputs.epoch[it]):
+                    prefix = f"i{it}.w{w}"
+                    reads, gathered = self._fetch(plan, inputs, w, it, mb, bounds, ready, prefix)
+                    last = add_forward_backward(
+                        plan, inputs, w, it, block_sizes(mb), reads + ready[w], prefix, frees=gathered
+                    )
+                    assert plan.tasks[-1].id == last
+                    plan.tasks[-1].free.append(f"{prefix}.sampled-blocks")
+                    finals.append(last)
+                steps = add_gradient_sync(plan, inputs, it, finals)
+                inputs.planned(it)
+        return plan
+
+    def _sampling_step(
+        self, plan: Plan, inputs: SchemeInputs, s: int, its: range, previous_steps: list[str]
+    ) -> list[str]:
+        """Add the bulk sampling step ``s`` (iterations ``its``); returns each worker's last sampling task."""
+        workers = inputs.workers
+        worker_of = {gpu: w for w, gpu in enumerate(workers)}
+        batches = [inputs.epoch[it][w] for w in range(len(workers)) for it in its]
+        partitioned = self.mode == "partitioned-1.5d"
+        sub = sampled_bulk_plan(
+            inputs.graph,
+            batches,
+            inputs.cluster,
+            mode=self.mode,
+            replication=self.replication if partitioned else 1,
+            devices=workers,
+            index_bytes=INDEX_BYTES,
+            value_bytes=VALUE_BYTES,
+        )
+        if s == 0:
+            plan.resident.extend(sub.plan.resident)
+        prefix = f"b{s}."
+        used = {d for t in sub.plan.tasks for d in t.deps}
+        sinks: dict[int, str] = {}
+        for t in sub.plan.tasks:
+            if t.kind == "compute" and t.id not in used:
+                sinks[worker_of[t.device]] = t.id  # type: ignore[index]
+        missing = [w for w in range(len(workers)) if w not in sinks]
+        assert not missing, f"sampling step {s}: no sampling task ends on worker {missing[0]}"
+        allocate: dict[str, dict[str, int]] = {tid: {} for tid in sinks.values()}
+        for w in range(len(workers)):
+            for it in its:
+                allocate[sinks[w]][f"i{it}.w{w}.sampled-blocks"] = sampled_blocks_bytes(inputs.epoch[it][w])
+        for t in sub.plan.tasks:
+            if t.kind == "compute":
+                owner = worker_of[t.device]  # type: ignore[index]
+            elif t.kind == "transfer":  # requests leave the process that needs the rows; replies reach it
+                owner = worker_of[t.dst if t.carries == "adjacency" else t.src]  # type: ignore[index]
+            else:
+                owner = worker_of[t.devices[0]]
+            deps = [prefix + d for d in t.deps]
+            if not deps and previous_steps:
+                deps = [previous_steps[owner]]
+            fields = t.to_dict()
+            fields.update(
+                id=prefix + t.id,
+                deps=deps,
+                worker=owner,
+                iteration=its[0],
+                allocate={**t.allocate, **allocate.get(t.id, {})},
+            )
+            plan.add(Task(**fields))
+        return [prefix + sinks[w] for w in range(len(workers))]
+
+    def _fetch(
+        self,
+        plan: Plan,
+        inputs: SchemeInputs,
+        w: int,
+        it: int,
+        mb: Minibatch,
+        bounds: np.ndarray,
+        ready: list[list[str]],
+        prefix: str,
+    ) -> tuple[list[str], list[str]]:
+        """Worker ``w``'s share of the all-to-allv in its process column; returns task ids and gathered tensors."""
+        c = self.replication
+        i, j = divmod(w, c)
+        gpu = inputs.workers[w]
+        fb = inputs.feature_bytes
+        vertices = mb.input_nodes
+        block = np.searchsorted(bounds, vertices, side="right") - 1
+        counts = np.bincount(block, minlength=len(bounds) - 1)
+        ids: list[str] = []
+        tensors: list[str] = []
+        if counts[i]:
+            n = int(counts[i])
+            tid = f"{prefix}.local"
+            plan.compute(
+                tid,
+                gpu,
+                "gather_local",
+                ready[w],
+                worker=w,
+                iteration=it,
+                items=n,
+                features={"vertices": float(n), "bytes": 2.0 * n * fb},
+                allocate={f"{prefix}.local-features": n * fb},
+            )
+            ids.append(tid)
+            tensors.append(f"{prefix}.local-features")
+        machine = inputs.worker_machine
+        for t in np.flatnonzero(counts).tolist():
+            if t == i:
+                continue
+            n = int(counts[t])
+            owner = t * c + j
+            phase = "d2d" if machine[owner] == machine[w] else "gather_remote"
+            request = f"{prefix}.ids-to-w{owner}"
+            plan.transfer(
+                request, gpu, inputs.workers[owner], n * INDEX_BYTES, phase, ready[w],
+                worker=w, iteration=it, items=n, carries="indices",
+            )  # fmt: skip
+            reply = f"{prefix}.rows-from-w{owner}"
+            plan.transfer(
+                reply, inputs.workers[owner], gpu, n * fb, phase, [request, *ready[owner]],
+                worker=w, iteration=it, items=n, carries="features",
+            )  # fmt: skip
+            ids.append(reply)
+        return ids, tensors
