@@ -22,6 +22,7 @@ th { background: #f3f3f3; }
 td:first-child, th:first-child { text-align: left; }
 img { max-width: 100%; border: 1px solid #eee; }
 .note { color: #555; }
+pre { background: #f7f7f7; padding: 0.5rem; font-size: 0.8rem; overflow-x: auto; }
 """
 
 
@@ -32,6 +33,7 @@ class Section:
     table: pd.DataFrame | None = None
     image: str | None = None  # file name relative to the page
     escape: bool = True  # False when the table's cells are already HTML (links)
+    code: str = ""  # shown as preformatted text (a configuration)
 
 
 @dataclass
@@ -47,8 +49,9 @@ class ReportPage:
         table: pd.DataFrame | None = None,
         image: str | None = None,
         escape: bool = True,
+        code: str = "",
     ) -> None:
-        self.sections.append(Section(title, text, table, image, escape))
+        self.sections.append(Section(title, text, table, image, escape, code))
 
     def render(self) -> str:
         parts = [
@@ -61,6 +64,8 @@ class ReportPage:
             parts.append(f"<h2>{html.escape(s.title)}</h2>")
             if s.text:
                 parts.append(f"<p class='note'>{html.escape(s.text)}</p>")
+            if s.code:
+                parts.append(f"<pre>{html.escape(s.code)}</pre>")
             if s.image:
                 parts.append(f"<img src='{html.escape(s.image)}' alt='{html.escape(s.title)}'>")
             if s.table is not None:
@@ -81,11 +86,10 @@ class ReportPage:
 def update_index(reports_dir: Path) -> Path:
     """Rewrite ``reports/index.html`` listing every page under it (from each folder's ``page.json``)."""
     entries = []
-    for meta_file in sorted(reports_dir.glob("*/page.json")):
+    for meta_file in sorted([*reports_dir.glob("studies/*/page.json"), *reports_dir.glob("*/page.json")]):
         meta = json.loads(meta_file.read_text())
-        entries.append(
-            (meta.get("title", meta_file.parent.name), meta_file.parent.name, meta.get("summary", ""))
-        )
+        folder = meta_file.parent.relative_to(reports_dir).as_posix()
+        entries.append((meta.get("title", folder), folder, meta.get("summary", "")))
     page = ReportPage(
         "GNN systems workbench: reports", "Every study and run that wrote a page under reports/."
     )

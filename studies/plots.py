@@ -1,0 +1,70 @@
+"""Plot helpers shared by the studies: readable without the code (titles naming the paper's
+figure, axis labels with units, legends), written as PNG with matplotlib's Agg back end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def bar_chart(
+    table: pd.DataFrame, title: str, xlabel: str, ylabel: str, log: bool = False, width: float = 8.0
+) -> Any:
+    """Grouped bars: one group per row of ``table`` (its index), one bar per column."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(width, 4.5))
+    n = max(len(table.columns), 1)
+    x = np.arange(len(table.index))
+    step = 0.8 / n
+    for k, column in enumerate(table.columns):
+        ax.bar(x + (k - (n - 1) / 2) * step, table[column].to_numpy(dtype=float), step, label=str(column))
+    ax.set_xticks(x, [str(i) for i in table.index])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, ncol=min(n, 5))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def line_chart(
+    table: pd.DataFrame, title: str, xlabel: str, ylabel: str, logx: bool = False, logy: bool = False
+) -> Any:
+    """One line per column of ``table`` over its index."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for column in table.columns:
+        ax.plot(table.index.to_numpy(), table[column].to_numpy(dtype=float), marker="o", label=str(column))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+    return path

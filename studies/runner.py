@@ -1,0 +1,273 @@
+"""The study runner: a grid of run configurations, each point's result stored under its hash, then an analysis.
+
+A :class:`Study` is a list of :class:`Point`\\ s (run configurations, quick or full
+grid) plus an analysis that turns their results into plots, a table and a page. Each
+point's result is a JSON file under ``reports/studies/<study>/points/<key>.json``;
+``key`` hashes the point's full configuration, its measure and
+:data:`RESULTS_VERSION` (bumped whenever the simulator, the plans or a measure change
+what a point would produce), so:
+
+* an interrupted study resumes where it stopped: finished points are files already;
+* an unchanged point is never recomputed; a changed one gets a new key;
+* a stored result from an older, incompatible version is not found under the new key
+  and is computed again (a stored file whose content does not match its key, or that
+  does not parse, is recomputed too, never plotted).
+
+Points run in parallel in local processes (``jobs``), or on a Dask cluster when
+``scheduler`` names one (``tcp://host:8786``). Points that share a sampled epoch reuse
+it through the sample cache (``workbench.epoch``). A progress bar shows points done and
+the time left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from workbench.errors import ConfigError, UnknownNameError, WorkbenchError
+
+# Bump when a change to the simulator, the schemes or a measure changes any point's result.
+RESULTS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of a study: a run configuration (a TOML-shaped dict) and how to measure it."""
+
+    study: str
+    label: dict[str, Any]  # the grid coordinates a plot groups by (scheme, GPUs, placement, ...)
+    config: dict[str, Any]
+    measure: str = "sim"  # a name in studies.measures.MEASURES
+    options: dict[str, Any] = field(default_factory=dict)  # the measure's own settings
+
+    @property
+    def key(self) -> str:
+        text = json.dumps(
+            {"config": self.config, "measure": self.measure, "options": self.options, "v": RESULTS_VERSION},
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A grid of points and the analysis that turns their results into a page."""
+
+    name: str
+    title: str
+    paper: str  # which paper and figure it reproduces
+    claim: str  # the paper's headline claim, in words
+    points: Callable[[bool], list[Point]]  # full grid when True, quick when False
+    analyze: Callable[[pd.DataFrame, Path], Any]  # results -> writes plots and returns a ReportPage
+
+
+STUDIES: dict[str, Study] = {}
+
+
+def register_study(study: Study) -> Study:
+    if study.name in STUDIES:
+        raise ValueError(f"study {study.name!r} registered twice")
+    STUDIES[study.name] = study
+    return study
+
+
+def load_studies() -> dict[str, Study]:
+    """Every study module under ``studies/`` (``study_*.py``) registers itself on import."""
+    import importlib
+    import pkgutil
+
+    import studies
+
+    for info in pkgutil.iter_modules(studies.__path__):
+        if info.name.startswith("study_"):
+            importlib.import_module(f"studies.{info.name}")
+    return STUDIES
+
+
+def get_study(name: str) -> Study:
+    studies = load_studies()
+    if name not in studies:
+        raise UnknownNameError(f"unknown study {name!r}; valid: {', '.join(sorted(studies))}")
+    return studies[name]
+
+
+# ---- one point -------------------------------------------------------------------------------
+def run_point(point: Point) -> dict[str, Any]:
+    """Measure one point (in whatever process or Dask worker runs it); returns its result row."""
+    from studies.measures import MEASURES
+
+    if point.measure not in MEASURES:
+        raise ConfigError(
+            f"study {point.study!r}: unknown measure {point.measure!r}; valid: {', '.join(MEASURES)}"
+        )
+    t0 = time.perf_counter()
+    row = MEASURES[point.measure](point)
+    return {**row, **point.label, "wall_s": time.perf_counter() - t0}  # the grid labels name the point
+
+
+def _point_file(folder: Path, point: Point) -> Path:
+    return folder / "points" / f"{point.key}.json"
+
+
+def load_result(folder: Path, point: Point) -> dict[str, Any] | None:
+    """The stored result of ``point``, or None when there is none or it is not trustworthy."""
+    path = _point_file(folder, point)
+    if not path.is_file():
+        return None
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if stored.get("key") != point.key or stored.get("results_version") != RESULTS_VERSION:
+        return None
+    return stored.get("result")
+
+
+def store_result(folder: Path, point: Point, result: dict[str, Any]) -> None:
+    path = _point_file(folder, point)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "key": point.key,
+        "results_version": RESULTS_VERSION,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "point": asdict(point),
+        "result": result,
+    }
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=_plain))
+    tmp.replace(path)  # atomic: a killed run leaves either the whole file or none
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+# ---- a study ---------------------------------------------------------------------------------
+@dataclass
+class StudyRun:
+    """What :func:`run_study` did: every point's result, and how many were computed now."""
+
+    study: Study
+    results: pd.DataFrame
+    computed: int
+    reused: int
+    folder: Path
+
+
+def study_folder(reports: Path, name: str) -> Path:
+    return reports / "studies" / name
+
+
+def run_study(
+    study: Study,
+    *,
+    full: bool = False,
+    reports: Path = Path("reports"),
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = True,
+    executor: Callable[[Iterable[Point]], Iterable[tuple[Point, dict[str, Any]]]] | None = None,
+) -> StudyRun:
+    """Run the points of ``study`` that have no stored result, store each as it finishes, analyse all.
+
+    ``executor`` (tests) replaces the parallel execution: it gets the pending points and
+    yields (point, result) pairs as they finish.
+    """
+    folder = study_folder(reports, study.name)
+    points = study.points(full)
+    if not points:
+        raise ConfigError(f"study {study.name!r} has no points")
+    results: dict[str, dict[str, Any]] = {}
+    pending = []
+    for point in points:
+        stored = load_result(folder, point)
+        if stored is None:
+            pending.append(point)
+        else:
+            results[point.key] = stored
+    bar = _Progress(len(points), len(points) - len(pending), study.name, progress)
+    run = executor or (_dask_executor(scheduler) if scheduler else _local_executor(jobs))
+    try:
+        for point, result in run(pending):
+            store_result(folder, point, result)
+            results[point.key] = result
+            bar.step()
+    finally:
+        bar.close()
+    table = pd.DataFrame([results[p.key] for p in points])
+    return StudyRun(study, table, len(pending), len(points) - len(pending), folder)
+
+
+def _local_executor(jobs: int | None) -> Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]]:
+    def run(points: list[Point]) -> Iterable[tuple[Point, dict[str, Any]]]:
+        workers = max(1, min(jobs or os.cpu_count() or 1, len(points)))
+        if workers == 1:
+            for point in points:
+                yield point, run_point(point)
+            return
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(run_point, p): p for p in points}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+
+    return run
+
+
+def _dask_executor(address: str) -> Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]]:
+    def run(points: list[Point]) -> Iterable[tuple[Point, dict[str, Any]]]:
+        try:
+            from distributed import Client
+            from distributed import as_completed as dask_completed
+        except ImportError:
+            raise WorkbenchError(
+                "--scheduler needs dask's distributed package (pip install 'dask[distributed]')"
+            ) from None
+        try:
+            client = Client(address, timeout="5s")
+        except (OSError, TimeoutError) as exc:
+            raise WorkbenchError(
+                f"Dask scheduler {address} did not answer within 5 s ({type(exc).__name__})"
+            ) from None
+        try:
+            futures = {client.submit(run_point, p, pure=False): p for p in points}
+            for future in dask_completed(futures):
+                yield futures[future], future.result()
+        finally:
+            client.close()
+
+    return run
+
+
+class _Progress:
+    """Points done out of the total and the time left, on stderr (a tqdm bar)."""
+
+    def __init__(self, total: int, done: int, name: str, show: bool) -> None:
+        self.bar = None
+        if show:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, desc=f"study {name}", unit="point", file=sys.stderr)
+
+    def step(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

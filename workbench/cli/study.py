@@ -1,0 +1,68 @@
+"""``gnnwb study list|run NAME`` and ``gnnwb report``: the paper studies and their report pages."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("study", help="list the paper studies or run one (results resume where they stopped)")
+    inner = p.add_subparsers(dest="study_command", metavar="SUBCOMMAND")
+    inner.required = True
+    listing = inner.add_parser("list", help="every study, the paper it reproduces and its claim")
+    listing.set_defaults(handler=list_studies)
+    run = inner.add_parser(
+        "run",
+        help="run a study's points that have no stored result, then write its page",
+        description="Each point's result is stored under a hash of its configuration, so an interrupted "
+        "study resumes where it stopped and an unchanged point is never computed again.",
+    )
+    run.add_argument("name", help="a study name (gnnwb study list)")
+    size = run.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="the small grid (default)")
+    size.add_argument("--full", action="store_true", help="the larger grid")
+    run.add_argument(
+        "--scheduler", metavar="ADDRESS", default=None, help="a Dask scheduler (tcp://host:8786)"
+    )
+    run.add_argument("--jobs", type=int, default=None, help="local processes (default: one per core)")
+    run.add_argument("--reports", default="reports", help="reports folder (default: reports/)")
+    run.set_defaults(handler=run_one)
+    report = sub.add_parser(
+        "report", help="rebuild reports/index.html and every study page from stored results"
+    )
+    report.add_argument("--reports", default="reports", help="reports folder (default: reports/)")
+    report.set_defaults(handler=rebuild_reports)
+
+
+def list_studies(args: argparse.Namespace) -> int:
+    from studies.runner import load_studies
+
+    for name, study in sorted(load_studies().items()):
+        print(f"{name:<16} {study.title}\n{'':<16} {study.paper}: {study.claim}")
+    return 0
+
+
+def run_one(args: argparse.Namespace) -> int:
+    from studies.pages import write_study_page
+    from studies.runner import get_study, run_study
+
+    if args.jobs is not None and args.jobs < 1:
+        from workbench.errors import ConfigError
+
+        raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
+    study = get_study(args.name)
+    done = run_study(
+        study, full=args.full, reports=Path(args.reports), jobs=args.jobs, scheduler=args.scheduler
+    )
+    page = write_study_page(done)
+    print(f"study {study.name}: {done.computed} points computed, {done.reused} reused -> {page}")
+    return 0
+
+
+def rebuild_reports(args: argparse.Namespace) -> int:
+    from studies.pages import rebuild
+
+    index = rebuild(Path(args.reports))
+    print(f"report: {index}")
+    return 0
