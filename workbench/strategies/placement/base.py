@@ -46,20 +46,30 @@ def capacity_in_vertices(gpu_memory_bytes: int | float, feat_dim: int, dtype_byt
     return int(gpu_memory_bytes // (feat_dim * dtype_bytes))
 
 
+# How access probabilities are estimated (see :mod:`.probability`, ``resolve_estimator``).
+ESTIMATORS = ("auto", "exact", "fanout", "presample")
+
+
 @dataclass(frozen=True)
 class AccessModel:
     """How to estimate access probabilities when a request does not carry them.
 
-    With no ``sampler``, the exact probability for full-neighborhood sampling over
-    ``num_layers`` hops; with one, its pre-sampled frequency over ``epochs`` epochs.
+    ``estimator`` ``auto`` (default): with no ``sampler`` (or the full-neighborhood
+    one), the exact probability for full-neighborhood sampling over ``num_layers``
+    hops; with a sampler that has fanouts, the fanout-aware analytic estimate; with
+    any other, its pre-sampled frequency over ``epochs`` epochs. ``exact``,
+    ``fanout`` and ``presample`` force one.
     """
 
     sampler: Sampler | None = None
     num_layers: int = 2
     batch_size: int = 1024
     epochs: int = 1
+    estimator: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.estimator not in ESTIMATORS:
+            raise ConfigError(f"access estimator {self.estimator!r}; allowed: {', '.join(ESTIMATORS)}")
         if self.num_layers < 1:
             raise ConfigError(f"num_layers must be >= 1, got {self.num_layers}")
         if self.batch_size < 1:

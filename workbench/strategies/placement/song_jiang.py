@@ -55,6 +55,13 @@ the second copy of 1 (2 has a single copy left by then); since ``p(1) >= p(2)`` 
 check is the stricter one, and both pass in the example. Its ``p_sum`` figures are
 unreadable in the extraction.
 
+**Sampling probability.** ``p`` is the request's ``access_probability`` or, when it
+carries none, :func:`~workbench.strategies.placement.probability.request_probability`
+of its access model: by default the fanout-aware analytic estimate for a sampler with
+fanouts (two sparse matrix-vector products per layer; ~0.25 s on products-like
+against ~4 s for the exact two-hop count), exact for full neighborhoods, pre-sampled
+when ``AccessModel(estimator="presample")`` asks.
+
 Run time: one sort, then ``O(N)`` vectorized work plus a numba loop over at most
 ``BSIZE`` rounds that sorts ``n`` sums each (``O(BSIZE n^2)``, ``n`` the GPUs in a
 group).
