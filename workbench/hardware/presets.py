@@ -166,10 +166,13 @@ def perlmutter_4xa100_slingshot(machines: int = 4) -> ClusterSpec:
         m = b.machine(f"m{i}", A100_40, 4, 256, 64, gpudirect_rdma=True)
         gpus = m.gpu_nodes()
         for gi, g in enumerate(gpus):
-            b.link(rc(m), g, PCIE4, PCIE_LAT, "pcie")
-            # One NIC per GPU, on the GPU's PCIe switch in the real node; modelled beside it.
+            # One NIC per GPU, on the GPU's PCIe switch (as in the real node): GPU-to-NIC traffic
+            # stays under the switch, and host memory reaches the NIC through the root complex.
+            sw = b.switch(f"m{i}.pcie{gi}", "pcie-switch")
+            b.link(rc(m), sw, PCIE4, PCIE_LAT, "pcie-uplink")
+            b.link(sw, g, PCIE4, PCIE_LAT, "pcie")
             nic = b.switch(f"m{i}.nic{gi}", "nic")
-            b.link(g, nic, PCIE4, PCIE_LAT, "pcie")
+            b.link(sw, nic, PCIE4, PCIE_LAT, "pcie")
             b.link(nic, net, 25 * GB, 2 * US, "network")
         for x in range(4):
             for y in range(x + 1, 4):
