@@ -7,6 +7,8 @@
   time.
 * ``preprocess``: seconds to partition and place as the configuration says (the
   placement's probability estimate included), nothing simulated.
+* ``roc-inference``: ROC's inference on unseen graphs with the cost model learned in
+  training (paper 000, Fig. 9).
 
 Every function runs in whatever process executes the point, so it imports lazily and
 returns plain numbers and strings.
@@ -62,7 +64,49 @@ def measure_preprocess(point: Any) -> dict[str, Any]:
     }
 
 
+def measure_roc_inference(point: Any) -> dict[str, Any]:
+    """ROC Fig. 9: train online on the point's graph, then partition graphs it never saw with the
+    learned cost model and time inference (forward only) on them against equal-edge and equal-vertex.
+
+    ``options``: ``test_graphs`` (a list of ``[graph]`` tables). Returns mean inference seconds
+    per partitioning and the learned model's mean speedup over each baseline.
+    """
+    import dataclasses
+
+    import numpy as np
+
+    from sim import simulate
+    from workbench.config import GraphConfig
+    from workbench.online import train_online
+    from workbench.registry import PARTITIONERS
+    from workbench.run import load_graph
+    from workbench.strategies.execution.roc_fullgraph import RocFullGraphScheme
+
+    prepared = _prepare(point)
+    train_online(prepared, lambda plan: simulate(plan, prepared.cluster).trace)
+    inference = RocFullGraphScheme(training=False)
+    seconds: dict[str, list[float]] = {"learned": [], "equal-edge": [], "equal-vertex": []}
+    workers = prepared.inputs.num_workers
+    for table in point.options["test_graphs"]:
+        graph = load_graph(GraphConfig(**table))
+        for label in seconds:
+            partitioner = prepared.partitioner if label == "learned" else PARTITIONERS.create(label)
+            partition = partitioner.partition(graph, workers, np.random.default_rng(0))
+            inputs = dataclasses.replace(prepared.inputs, graph=graph, partition=partition, iterations=1)
+            seconds[label].append(simulate(inference.plan_iteration(inputs, 0), prepared.cluster).makespan)
+    mean = {k: float(np.mean(v)) for k, v in seconds.items()}
+    return {
+        "learned_s": mean["learned"],
+        "equal_edge_s": mean["equal-edge"],
+        "equal_vertex_s": mean["equal-vertex"],
+        "speedup_vs_equal_edge": mean["equal-edge"] / mean["learned"],
+        "speedup_vs_equal_vertex": mean["equal-vertex"] / mean["learned"],
+        "test_graphs": len(point.options["test_graphs"]),
+    }
+
+
 MEASURES: dict[str, Callable[[Any], dict[str, Any]]] = {
     "sim": measure_sim,
     "preprocess": measure_preprocess,
+    "roc-inference": measure_roc_inference,
 }

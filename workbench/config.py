@@ -52,6 +52,8 @@ from workbench.params import check_value
 from workbench.registry import REGISTRIES
 from workbench.tomlfile import read_toml
 
+GRAPH_ORDERS = ("as-is", "degree")
+
 
 def _help(text: str) -> dict[str, str]:
     return {"help": text}
@@ -64,10 +66,19 @@ class GraphConfig:
         default=None, metadata=_help("size factor for a preset (default: the preset's own)")
     )
     seed: int = field(default=0, metadata=_help("generator seed"))
+    order: str = field(
+        default="as-is",
+        metadata=_help(
+            "vertex numbering: 'as-is' (generated graphs are shuffled) or 'degree' (highest in-degree "
+            "first, as in crawled or sorted data sets): contiguous partitioners see the skew"
+        ),
+    )
 
     def validate(self, where: str) -> None:
         if self.scale is not None and not self.scale > 0:
             raise ConfigError(f"{where}.scale must be positive, got {self.scale}")
+        if self.order not in GRAPH_ORDERS:
+            raise ConfigError(f"{where}.order {self.order!r}; allowed: {', '.join(GRAPH_ORDERS)}")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.config import RunConfig, StrategyConfig
+from workbench.config import GraphConfig, RunConfig, StrategyConfig
 from workbench.epoch import sample_epoch, worker_seed_batches
 from workbench.errors import ConfigError
 from workbench.graph.csr import CSRGraph
@@ -74,6 +74,19 @@ def strategy_config(config: RunConfig, kind: str) -> StrategyConfig | None:
     return chosen
 
 
+def load_graph(table: GraphConfig) -> CSRGraph:
+    """The graph a ``[graph]`` table names, numbered as its ``order`` says."""
+    from workbench.graph.datasets import load_dataset
+
+    graph = load_dataset(table.name, scale=table.scale, seed=table.seed)
+    if table.order == "degree":
+        # Highest in-degree first (ties by id): the new id of v is its rank.
+        rank = np.empty(graph.num_nodes, dtype=np.int64)
+        rank[np.argsort(-graph.in_degrees(), kind="stable")] = np.arange(graph.num_nodes)
+        graph = graph.relabel(rank)
+    return graph
+
+
 def prepare_run(
     config: RunConfig,
     *,
@@ -83,7 +96,6 @@ def prepare_run(
     cache_dir: str | None = None,
 ) -> PreparedRun:
     """Load, partition, place and sample as ``config`` says; ``graph`` skips loading it again."""
-    from workbench.graph.datasets import load_dataset
     from workbench.hardware import load_hardware
     from workbench.registry import EXECUTION_SCHEMES, PARTITIONERS, PLACEMENTS, SAMPLERS
 
@@ -105,7 +117,7 @@ def prepare_run(
         )
     cluster = load_hardware(config.hardware.name)
     if graph is None:
-        graph = load_dataset(config.graph.name, scale=config.graph.scale, seed=config.graph.seed)
+        graph = load_graph(config.graph)
     stage("graph")
     num_workers = config.training.workers or cluster.num_gpus
     if num_workers > cluster.num_gpus:

@@ -19,6 +19,7 @@ on GPU ``g_p``:
 * after the last layer, **backward** layer by layer; each layer sends the gradients of
   its halo activations back to their owners (the same bytes as the forward halo,
   reversed), then the gradients are all-reduced and every GPU steps its optimizer.
+  With ``training = false`` an iteration is inference: the forward pass only.
 
 Memory: ``memory_policy = "resident"`` (default) keeps the part's features, activations
 and saved tensors on its GPU for the iteration (the memory timeline says whether that
@@ -93,9 +94,11 @@ class RocFullGraphScheme(ExecutionScheme):
     HELP = {
         "memory_policy": "'resident' (every tensor of the part stays on its GPU) or a registered "
         "memory policy (dpmm, lru, streaming) that streams the part's tensors through host DRAM",
+        "training": "true: forward, backward and the gradient all-reduce; false: inference (forward only)",
     }
 
-    def __init__(self, memory_policy: str = RESIDENT) -> None:
+    def __init__(self, memory_policy: str = RESIDENT, training: bool = True) -> None:
+        self.training = training
         allowed = (RESIDENT,)
         if memory_policy not in allowed:
             raise ConfigError(
@@ -126,6 +129,7 @@ class RocFullGraphScheme(ExecutionScheme):
             meta={
                 "scheme": "roc-fullgraph",
                 "memory_policy": self.memory_policy,
+                "training": self.training,
                 "hardware": inputs.cluster.name,
                 "model": inputs.model.name,
                 "workers": inputs.num_workers,
@@ -176,9 +180,10 @@ class RocFullGraphScheme(ExecutionScheme):
                 lay = layouts[p]
                 src = lay.num_vertices + lay.halo_vertices
                 tid = f"i{it}.w{p}.fwd{layer}"
-                allocate = {
-                    f"i{it}.w{p}.act{layer}": spec.saved_for_backward_bytes(src, lay.num_vertices, lay.edges)
-                }
+                allocate = {}
+                if self.training:
+                    saved = spec.saved_for_backward_bytes(src, lay.num_vertices, lay.edges)
+                    allocate[f"i{it}.w{p}.act{layer}"] = saved
                 if layer + 1 < model.num_layers:
                     allocate[f"i{it}.w{p}.h{layer + 1}"] = spec.activation_bytes(lay.num_vertices)
                 plan.compute(
@@ -196,6 +201,8 @@ class RocFullGraphScheme(ExecutionScheme):
                     free=[f"i{it}.w{p}.h{layer}"],
                 )
                 produced[p] = [tid]
+        if not self.training:  # inference: each part's last forward ends the iteration
+            return [produced[p][0] for p in parts]
         for layer in reversed(range(model.num_layers)):
             spec = model.layers[layer]
             for p in parts:
