@@ -298,6 +298,22 @@ def add_forward_backward(
     The first forward layer frees ``frees`` (the input tensors it consumes, such as the
     gathered cache hits of :func:`add_feature_reads`). Returns the id of the last backward task.
     """
+    last = add_forward(plan, inputs, w, iteration, sizes, deps, prefix, layers, frees)
+    return add_backward(plan, inputs, w, iteration, sizes, [last], prefix, layers)
+
+
+def add_forward(
+    plan: Plan,
+    inputs: SchemeInputs,
+    w: int,
+    iteration: int,
+    sizes: list[tuple[int, int, int]],
+    deps: list[str],
+    prefix: str,
+    layers: range | None = None,
+    frees: tuple[str, ...] | list[str] = (),
+) -> str:
+    """The forward half of :func:`add_forward_backward`; returns the id of the last forward task."""
     gpu = inputs.workers[w]
     model = inputs.model
     layers = range(model.num_layers) if layers is None else layers
@@ -322,6 +338,26 @@ def add_forward_backward(
         )
         consumed = []
         last = [tid]
+    return last[0]
+
+
+def add_backward(
+    plan: Plan,
+    inputs: SchemeInputs,
+    w: int,
+    iteration: int,
+    sizes: list[tuple[int, int, int]],
+    deps: list[str],
+    prefix: str,
+    layers: range | None = None,
+) -> str:
+    """The backward half of :func:`add_forward_backward`, last layer first: layer ``l`` frees
+    ``{prefix}.act{l}`` (which need not have been allocated on this GPU: a scheme that moves
+    the saved tensors names them so). Returns the id of the last backward task."""
+    gpu = inputs.workers[w]
+    model = inputs.model
+    layers = range(model.num_layers) if layers is None else layers
+    last = list(deps)
     for layer in reversed(layers):
         spec = model.layers[layer]
         src, dst, edges = sizes[layer]
