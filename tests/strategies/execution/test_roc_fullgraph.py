@@ -102,3 +102,14 @@ def test_a_part_that_does_not_fit_is_reported(tmp_path):
 def test_unknown_memory_policy_is_named():
     with pytest.raises(ConfigError, match="memory_policy 'magic'; allowed: resident"):
         config("roc", memory_policy="magic")
+
+
+def test_degree_order_numbers_the_hubs_first():
+    from workbench.config import GraphConfig
+    from workbench.run import load_graph
+
+    shuffled = load_graph(GraphConfig("er:n=400,deg=5"))
+    ordered = load_graph(GraphConfig("er:n=400,deg=5", order="degree"))
+    assert np.all(np.diff(ordered.in_degrees()) <= 0)
+    assert sorted(ordered.in_degrees().tolist()) == sorted(shuffled.in_degrees().tolist())
+    assert ordered.num_edges == shuffled.num_edges and ordered.train_nids().size == shuffled.train_nids().size
