@@ -1,0 +1,213 @@
+"""Micrographs and their schedule, shared by ``hopgnn`` and ``naive-feature-centric`` (paper 003).
+
+A **micrograph** (section 4) is one root's sampled L-hop computation tree. It is cut
+out of the minibatch blocks the spine already sampled (DGL's block conventions, see
+:mod:`workbench.strategies.sampling.base`): starting from the root among the last
+block's destinations, each block keeps the edges into the vertices kept so far, and
+the next block down keeps those vertices (a destination is its own source) and the
+sources of the kept edges. Cutting instead of sampling again keeps the same random
+draws, so a plan's byte counts come from exactly the sampled sets.
+
+**Whose minibatch a root belongs to** (``minibatches``). Paper 003 assigns every model
+a random minibatch of the whole graph's training vertices, so a model's roots live on
+every server (section 5.1: "root vertices are randomly sampled from the global graph").
+The spine samples as DGL's distributed data loader does: worker ``w``'s seeds are its
+own partition's training vertices, so every root of ``epoch[i][w]`` is already home on
+``w``. Two readings:
+
+* ``global`` (the default): ``epoch[i][s]`` is server ``s``'s vertex group after
+  HopGNN's redistribution, sampled at home (its steps 1 and 2). The roots of each home
+  group, in vertex order, are dealt round-robin to the models (root ``k`` of server
+  ``s``'s group to model ``(k + s) mod N``), so each model's minibatch holds about
+  ``1/N`` of every server's roots, as a globally random minibatch does; dealing instead
+  of drawing keeps the plan free of randomness and the cells balanced.
+* ``as-sampled``: model ``d`` trains exactly ``epoch[i][d]`` (the running example of
+  section 5.1, where minibatch {6, 3} mixes servers). With the spine's per-partition
+  seeds every root is home, so micrograph training has nothing to migrate for and
+  equals model-centric training.
+
+A model's micrographs on one server in one time step (a **cell**) train together: one
+gather of their deduplicated input features, one forward and backward over the union of
+their trees. Roots are kept as rows ``(worker, position)``: position in the seeds of
+``epoch[i][worker]``, whose blocks hold the root's tree. A cell that holds roots of two
+workers' minibatches (merging, or ``global`` roots of another server) adds the sizes of
+the two trees (they were sampled apart, so a vertex in both is computed twice) and
+reads each input vertex once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from workbench.errors import ConfigError
+from workbench.strategies.execution.base import SchemeInputs
+from workbench.strategies.sampling.base import Minibatch
+
+MINIBATCHES = ("global", "as-sampled")
+MINIBATCHES_HELP = (
+    "whose minibatch a root belongs to: 'global' deals each server's sampled roots round-robin "
+    "to the models (paper 003's globally random minibatches), 'as-sampled' keeps model d on worker "
+    "d's minibatch (with per-partition seeds every root is then already home)"
+)
+
+
+def check_minibatches(value: str, scheme: str) -> str:
+    if value not in MINIBATCHES:
+        raise ConfigError(
+            f"execution strategy {scheme!r}: minibatches {value!r}; allowed: {', '.join(MINIBATCHES)}"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Micrographs:
+    """The union of some roots' computation trees: what one cell (or a naive subgraph) trains.
+
+    ``sizes[l]``: ``(num_src, num_dst, num_edges)`` of layer ``l``, input layer first.
+    ``input_nodes``: the distinct vertices whose input features layer 0 reads, sorted.
+    ``input_edge_src``: the source vertex of every layer-0 edge (repeats kept).
+    ``sources``: the workers whose minibatches hold the trees (whose sampling they wait for).
+    """
+
+    roots: np.ndarray
+    sizes: list[tuple[int, int, int]]
+    input_nodes: np.ndarray
+    input_edge_src: np.ndarray
+    sources: list[int]
+
+    @property
+    def num_roots(self) -> int:
+        return int(self.roots.shape[0])
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted (a sort and a compare: faster here than ``np.unique``'s hashing)."""
+    out = np.sort(values)
+    if out.shape[0] > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
+
+
+def cut_subtree(
+    mb: Minibatch, positions: np.ndarray
+) -> tuple[list[tuple[int, int, int]], np.ndarray, np.ndarray]:
+    """The trees of the roots ``mb.seeds[positions]``: per-layer sizes, layer-0 source ids, layer-0 edge sources."""
+    blocks = mb.blocks
+    keep_dst = np.zeros(blocks[-1].num_dst, dtype=bool)
+    keep_dst[positions] = True
+    sizes: list[tuple[int, int, int]] = []
+    keep_src = keep_dst
+    edges = np.zeros(0, dtype=bool)
+    for block in reversed(blocks):
+        edges = keep_dst[block.edge_dst]
+        keep_src = np.zeros(block.num_src, dtype=bool)
+        keep_src[: block.num_dst] = keep_dst  # a destination reads its own previous representation
+        keep_src[block.edge_src[edges]] = True
+        sizes.append((int(keep_src.sum()), int(keep_dst.sum()), int(edges.sum())))
+        keep_dst = keep_src  # blocks[l].src_nodes == blocks[l - 1].dst_nodes
+    first = blocks[0]
+    return sizes[::-1], first.src_nodes[keep_src], first.src_nodes[first.edge_src[edges]]
+
+
+def micrographs(row: list[Minibatch], roots: np.ndarray) -> Micrographs:
+    """The micrographs of ``roots`` (rows ``(worker, position)``) cut from iteration row ``row``."""
+    workers = distinct(roots[:, 0]).tolist()
+    layers = len(row[0].blocks)
+    sizes = np.zeros((layers, 3), dtype=np.int64)
+    inputs, edge_src, ids = [], [], []
+    for w in workers:
+        positions = roots[roots[:, 0] == w, 1]
+        part_sizes, part_inputs, part_edges = cut_subtree(row[w], positions)
+        sizes += np.array(part_sizes, dtype=np.int64)
+        inputs.append(part_inputs)
+        edge_src.append(part_edges)
+        ids.append(row[w].seeds[positions])
+    empty = np.zeros(0, dtype=np.int64)
+    return Micrographs(
+        roots=np.concatenate(ids) if ids else empty,
+        sizes=[(int(a), int(b), int(c)) for a, b, c in sizes],
+        # One tree's sources are distinct already; several trees share some.
+        input_nodes=np.sort(inputs[0]) if len(inputs) == 1 else distinct(np.concatenate(inputs or [empty])),
+        input_edge_src=np.concatenate(edge_src) if edge_src else empty,
+        sources=workers,
+    )
+
+
+def model_roots(inputs: SchemeInputs, row: list[Minibatch], minibatches: str) -> list[list[np.ndarray]]:
+    """``roots[d][s]``: the roots model ``d`` trains whose home server (owner) is ``s``, as
+    ``(worker, position)`` rows in vertex order (see the module docstring for ``minibatches``)."""
+    n = inputs.num_workers
+    owner = inputs.partition.owner
+    table: list[list[np.ndarray]] = [[np.zeros((0, 2), dtype=np.int64)] * n for _ in range(n)]
+    rows, ids = [], []
+    for w, mb in enumerate(row):
+        k = mb.seeds.shape[0]
+        rows.append(np.stack([np.full(k, w, dtype=np.int64), np.arange(k, dtype=np.int64)], axis=1))
+        ids.append(np.asarray(mb.seeds, dtype=np.int64))
+    every = np.concatenate(rows)
+    vertex = np.concatenate(ids)
+    order = np.argsort(vertex, kind="stable")
+    every, vertex = every[order], vertex[order]
+    home = owner[vertex]
+    for s in range(n):
+        mine = every[home == s]
+        if minibatches == "as-sampled":
+            model = mine[:, 0]
+        else:
+            model = (np.arange(mine.shape[0]) + s) % n
+        for d in range(n):
+            table[d][s] = mine[model == d]
+    return table
+
+
+def merge_time_steps(cells: list[list[np.ndarray]], merges: int) -> tuple[list[int], list[list[np.ndarray]]]:
+    """Micrograph merging (paper 003 section 5.3), ``merges`` times.
+
+    ``cells[d][t]``: what model ``d`` trains in time step ``t`` (rows, one per root). Each
+    merge finds the time step with the fewest roots over all models (the paper's
+    ``ts_min``, approximated by root counts because the micrographs do not exist yet when
+    it decides; the first such step on a tie) and spreads each model's roots of that step
+    as evenly as possible over the same model's remaining steps, in step order, then drops
+    the step. Returns the kept time steps (original numbers: model ``d`` is still at server
+    ``(d + t) mod N`` in step ``t``) and the cells of each kept step. A model's roots in an
+    iteration never change, only when and where it trains them.
+    """
+    steps = list(range(len(cells[0]) if cells else 0))
+    if merges < 0 or (steps and merges > len(steps) - 1):
+        raise ConfigError(
+            f"micrograph merging: merges={merges} with {len(steps)} time steps; "
+            f"allowed 0..{max(len(steps) - 1, 0)} (N - 1 merges leave one step: subgraph training)"
+        )
+    cells = [list(model) for model in cells]
+    for _ in range(merges):
+        load = [sum(model[j].shape[0] for model in cells) for j in range(len(steps))]
+        j = int(np.argmin(load))
+        others = [k for k in range(len(steps)) if k != j]
+        for model in cells:
+            for k, part in zip(others, np.array_split(model[j], len(others)), strict=True):
+                model[k] = np.concatenate([model[k], part])
+            del model[j]
+        del steps[j]
+    return steps, cells
+
+
+def adaptive_merge_count(epoch_time: Callable[[int], float], max_merges: int) -> int:
+    """Paper 003's examination period (section 5.3): how many merges to keep.
+
+    HopGNN trains its first epoch unmerged, then merges one more time step per epoch and
+    stops as soon as an epoch is not faster than the one before, keeping the previous
+    count for the rest of training. A plan is one epoch, so the search runs outside the
+    scheme: ``epoch_time(m)`` is the epoch time with ``m`` merges (simulated or measured),
+    called for ``m = 0, 1, ...`` until it stops improving or ``max_merges`` (``N - 1``)
+    is reached. Returns the chosen count, to be given as the scheme's ``merges``.
+    """
+    best, best_time = 0, epoch_time(0)
+    for m in range(1, max_merges + 1):
+        t = epoch_time(m)
+        if not t < best_time:
+            break
+        best, best_time = m, t
+    return best
