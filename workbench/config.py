@@ -123,6 +123,13 @@ class TrainingConfig:
         default=None,
         metadata=_help("training workers, one per GPU in the cluster's order (default: every GPU)"),
     )
+    seeds: str = field(
+        default="partition",
+        metadata=_help(
+            "where each worker's minibatch roots come from: 'partition' (its part's training vertices, "
+            "DistDGL) or 'global' (one shuffle of all training vertices dealt in turn, single-machine DGL)"
+        ),
+    )
 
     def validate(self, where: str) -> None:
         from workbench.model import OPTIMIZER_STATES
@@ -139,6 +146,8 @@ class TrainingConfig:
             )
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"{where}.workers must be >= 1, got {self.workers}")
+        if self.seeds not in ("partition", "global"):
+            raise ConfigError(f"{where}.seeds {self.seeds!r}; allowed: partition, global")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """An epoch of sampled minibatches: each worker's seed batches, the sampling, and its disk cache.
 
-Seeds follow DGL's distributed training: worker ``w`` trains on the training vertices
-its partition part owns, shuffled with the run's seed and cut into batches of
-``batch_size``. Every worker takes part in every iteration, so an epoch has as many
+Seeds follow DGL's distributed training by default: worker ``w`` trains on the training
+vertices its partition part owns, shuffled with the run's seed and cut into batches of
+``batch_size`` (``[training] seeds = "global"`` deals one global shuffle instead). Every worker takes part in every iteration, so an epoch has as many
 iterations as the worker with the fewest training vertices has batches (its last
 batch may be short); ``iterations`` caps that for quick runs.
 
@@ -37,6 +37,9 @@ CACHE_VERSION = 1  # bump when the file layout or the sampling order changes
 SAMPLE_CHUNK = 64
 
 
+SEED_LAYOUTS = ("partition", "global")
+
+
 def worker_seed_batches(
     graph: CSRGraph,
     owner: np.ndarray,
@@ -44,13 +47,26 @@ def worker_seed_batches(
     batch_size: int,
     seed: int,
     iterations: int | None = None,
+    layout: str = "partition",
 ) -> list[list[np.ndarray]]:
-    """``batches[i][w]``: worker ``w``'s sorted seed vertices in iteration ``i``."""
+    """``batches[i][w]``: worker ``w``'s sorted seed vertices in iteration ``i``.
+
+    ``layout``: ``partition`` (DistDGL: each worker draws from the training vertices its
+    part owns) or ``global`` (one shuffle of all training vertices dealt to the workers in
+    turn, as single-machine DGL and HopGNN's model-centric baseline do: a minibatch's
+    roots live anywhere).
+    """
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    if layout not in SEED_LAYOUTS:
+        raise ConfigError(f"seed layout {layout!r}; allowed: {', '.join(SEED_LAYOUTS)}")
     train = graph.train_nids()
     rng = np.random.default_rng([seed, 1])
-    per_worker = [rng.permutation(train[owner[train] == w]) for w in range(num_workers)]
+    if layout == "global":
+        order = rng.permutation(train)
+        per_worker = [order[w::num_workers] for w in range(num_workers)]
+    else:
+        per_worker = [rng.permutation(train[owner[train] == w]) for w in range(num_workers)]
     fewest = min(p.shape[0] for p in per_worker)
     if fewest == 0:
         empty = [w for w, p in enumerate(per_worker) if p.shape[0] == 0]

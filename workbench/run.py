@@ -189,6 +189,7 @@ def prepare_run(
             config.training.batch_size,
             config.seed,
             config.training.iterations,
+            config.training.seeds,
         )
         describe: dict[str, Any] = {"name": sampling_cfg.name, "params": sampling_cfg.params}  # type: ignore[union-attr]
         if (

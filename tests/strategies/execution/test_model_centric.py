@@ -165,3 +165,20 @@ def test_a_cache_larger_than_the_gpu_is_reported_with_numbers(cache_dir, tmp_pat
         InfeasiblePlanError, match=r"m0.gpu0 holds 1.2 MiB of 1 MiB .* resident 'w0.feature-cache' 1.2 MiB"
     ):
         simulate(prepared.plan(), prepared.cluster)
+
+
+def test_global_seeds_deal_one_shuffle_of_all_training_vertices(cache_dir):
+    prepared = prepare_run(
+        config(training={"batch_size": 32, "iterations": 3, "seeds": "global"}), cache_dir=cache_dir
+    )
+    seeds = np.concatenate([mb.seeds for row in prepared.inputs.epoch for mb in row])
+    owner = prepared.inputs.partition.owner
+    assert np.unique(seeds).size == seeds.size  # no vertex twice in an epoch
+    assert np.isin(seeds, prepared.inputs.graph.train_nids()).all()
+    # Roots are no longer all local: with 4 random parts about 3/4 belong to other workers.
+    foreign = sum(
+        int((owner[mb.seeds] != w).sum()) for row in prepared.inputs.epoch for w, mb in enumerate(row)
+    )
+    assert 0.6 < foreign / seeds.size < 0.9
+    with pytest.raises(ConfigError, match="training.seeds 'near'; allowed: partition, global"):
+        config(training={"seeds": "near"})
