@@ -105,7 +105,35 @@ def measure_roc_inference(point: Any) -> dict[str, Any]:
     }
 
 
+def measure_bulk_sample_time(point: Any) -> dict[str, Any]:
+    """Wall-clock time of the configuration's sampler on its graph, ``bulk`` minibatches per call.
+
+    ``options``: ``bulk`` (k), ``minibatches`` and ``batch_size``; the same seeds for every k.
+    One warm-up call compiles the kernels first.
+    """
+    import numpy as np
+
+    from workbench.config import config_from_dict
+    from workbench.registry import SAMPLERS
+    from workbench.run import load_graph
+
+    config = config_from_dict(point.config)
+    graph = load_graph(config.graph)
+    params = dict(config.strategy("sampling").params)  # type: ignore[union-attr]
+    sampler = SAMPLERS.create(config.strategy("sampling").name, **params, bulk=point.options["bulk"])  # type: ignore[union-attr]
+    rng = np.random.default_rng(0)
+    train = graph.train_nids()
+    size = min(point.options["batch_size"], train.size)
+    batches = [np.sort(rng.choice(train, size, replace=False)) for _ in range(point.options["minibatches"])]
+    sampler.sample_many(graph, batches[:1], np.random.default_rng(1))
+    t0 = time.perf_counter()
+    sampler.sample_many(graph, batches, np.random.default_rng(1))
+    seconds = time.perf_counter() - t0
+    return {"minibatches": len(batches), "ms_per_minibatch": 1e3 * seconds / len(batches)}
+
+
 MEASURES: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "bulk-sample-time": measure_bulk_sample_time,
     "sim": measure_sim,
     "preprocess": measure_preprocess,
     "roc-inference": measure_roc_inference,
