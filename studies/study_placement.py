@@ -157,7 +157,9 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         table=ratio,
     )
     for link, name, pivot in charts:
-        page.add(f"Data loading time, {link}", image=name, table=pivot.reset_index().rename_axis(columns=None))
+        page.add(
+            f"Data loading time, {link}", image=name, table=pivot.reset_index().rename_axis(columns=None)
+        )
     alpha = results[results["part"] == "alpha"].copy()
     if len(alpha):
         alpha["loading_ms"] = loading_ms(alpha)
