@@ -245,3 +245,16 @@ def test_presets_have_gpudirect_where_the_real_systems_do() -> None:
     assert set(expected) == set(PRESETS)
     for name, flag in expected.items():
         assert {m.gpudirect_rdma for m in load_hardware(name).machines} == {flag}, name
+
+
+def test_presets_of_identical_machines_scale_to_a_machine_count() -> None:
+    from workbench.errors import ConfigError
+    from workbench.hardware import load_hardware
+
+    six = load_hardware("hopgnn-4xa100-10gbe", machines=6)
+    assert six.num_gpus == 6 and len(six.machines) == 6
+    assert load_hardware("roc-4x4p100-nvlink-ib", machines=2).num_gpus == 8
+    with pytest.raises(ConfigError, match="'h100-1x' has a fixed number of machines; machines applies to: "):
+        load_hardware("h100-1x", machines=2)
+    with pytest.raises(ConfigError, match="machines must be a positive integer, got 0"):
+        load_hardware("hopgnn-4xa100-10gbe", machines=0)

@@ -85,6 +85,10 @@ class GraphConfig:
 class HardwareConfig:
     name: str = field(metadata=_help("hardware preset (gnnwb hardware list) or path to a TOML file"))
     profile: str | None = field(default=None, metadata=_help("calibrated profile to apply (path)"))
+    machines: int | None = field(
+        default=None,
+        metadata=_help("machines of a preset built of identical machines (hopgnn, roc, perlmutter)"),
+    )
 
 
 @dataclass(frozen=True)

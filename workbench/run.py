@@ -115,7 +115,7 @@ def prepare_run(
             f"{config.name}: [hardware] profile {config.hardware.profile!r}: calibrated profiles are not "
             "supported yet (the calibration issue adds them); remove the key"
         )
-    cluster = load_hardware(config.hardware.name)
+    cluster = load_hardware(config.hardware.name, machines=config.hardware.machines)
     if graph is None:
         graph = load_graph(config.graph)
     stage("graph")

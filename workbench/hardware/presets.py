@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from workbench.errors import UnknownNameError
+from workbench.errors import ConfigError, UnknownNameError
 from workbench.hardware.spec import ClusterSpec, GPUSpec, LinkSpec, MachineSpec, load_cluster_toml
 
 GB = 1e9
@@ -208,9 +208,25 @@ PRESETS: dict[str, Callable[[], ClusterSpec]] = {
 }
 
 
-def load_hardware(name_or_path: str | Path) -> ClusterSpec:
-    """A preset by name, or a TOML file by path."""
+def load_hardware(name_or_path: str | Path, machines: int | None = None) -> ClusterSpec:
+    """A preset by name, or a TOML file by path.
+
+    ``machines``: for the presets built of identical machines (their builder takes a
+    ``machines`` count: HopGNN's, ROC's and the Perlmutter-like cluster), how many.
+    """
     text = str(name_or_path)
+    if machines is not None:
+        import inspect
+
+        builder = PRESETS.get(text)
+        if builder is None or "machines" not in inspect.signature(builder).parameters:
+            scalable = [n for n, b in PRESETS.items() if "machines" in inspect.signature(b).parameters]
+            raise ConfigError(
+                f"hardware {text!r} has a fixed number of machines; machines applies to: {', '.join(scalable)}"
+            )
+        if isinstance(machines, bool) or not isinstance(machines, int) or machines < 1:
+            raise ConfigError(f"hardware {text!r}: machines must be a positive integer, got {machines!r}")
+        return builder(machines=machines)  # type: ignore[call-arg]
     if text in PRESETS:
         return PRESETS[text]()
     if text.endswith(".toml") or Path(text).exists():
