@@ -59,7 +59,7 @@ decisions):
 * The GNN training steps: the beam never binds, and the result equals the integer
   program's optimum at every capacity tried (16-layer residual GCN, Reddit-sized,
   12 capacities from 2.0 to 16.4 GB: at most 0.012 s per schedule; 32 layers, 128
-  operators: 0.04 s; 2-layer GCN, GIN, SAGE, CommNet, with halos: equal too).
+  operators: 0.03 s; 2-layer GCN, GIN, SAGE, CommNet, with halos: equal too).
 * Small random graphs (hypothesis, up to 9 operators, several orders or one): equal
   to the brute force in every case.
 * Where the beam does bind, 40 random DAGs of 16 operators with many execution
