@@ -132,7 +132,35 @@ def measure_bulk_sample_time(point: Any) -> dict[str, Any]:
     return {"minibatches": len(batches), "ms_per_minibatch": 1e3 * seconds / len(batches)}
 
 
+def measure_micrograph_locality(point: Any) -> dict[str, Any]:
+    """Paper 003 Table 1: micrograph locality R_micro against subgraph locality R_sub.
+
+    For each sampled root (the first ``roots`` of each minibatch of the first iterations):
+    R_micro = share of its micrograph's vertices (its sampled tree) whose owner is the
+    root's owner; R_sub = share of the whole minibatch's vertices with the root's owner.
+    Both averaged over roots. Owners are the run's partition (one part per server).
+    """
+    import numpy as np
+
+    from workbench.strategies.execution._micrographs import cut_subtree
+
+    prepared = _prepare(point)
+    owner = prepared.inputs.partition.owner
+    per_minibatch = int(point.options.get("roots", 32))
+    micro, sub = [], []
+    for row in prepared.inputs.epoch[:2]:
+        for mb in row:
+            every = mb.input_nodes
+            for k in range(min(per_minibatch, mb.seeds.shape[0])):
+                home = owner[mb.seeds[k]]
+                _, vertices, _ = cut_subtree(mb, np.array([k]))
+                micro.append(float((owner[vertices] == home).mean()))
+                sub.append(float((owner[every] == home).mean()))
+    return {"roots": len(micro), "r_micro": float(np.mean(micro)), "r_sub": float(np.mean(sub))}
+
+
 MEASURES: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "micrograph-locality": measure_micrograph_locality,
     "bulk-sample-time": measure_bulk_sample_time,
     "sim": measure_sim,
     "preprocess": measure_preprocess,

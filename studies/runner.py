@@ -194,23 +194,25 @@ def run_study(
     if not points:
         raise ConfigError(f"study {study.name!r} has no points")
     results: dict[str, dict[str, Any]] = {}
-    pending = []
+    pending: dict[str, Point] = {}  # by key: two points of one configuration run once
     for point in points:
         stored = load_result(folder, point)
         if stored is None:
-            pending.append(point)
+            pending.setdefault(point.key, point)
         else:
             results[point.key] = stored
-    bar = _Progress(len(points), len(points) - len(pending), study.name, progress)
+    bar = _Progress(len(results) + len(pending), len(results), study.name, progress)
     run = executor or (_dask_executor(scheduler) if scheduler else _local_executor(jobs))
     try:
-        for point, result in run(pending):
+        for point, result in run(list(pending.values())):
             store_result(folder, point, result)
             results[point.key] = result
             bar.step()
     finally:
         bar.close()
-    table = pd.DataFrame([results[p.key] for p in points])
+    # Each row carries its own point's grid labels (a configuration shared by two points of the
+    # grid, say a baseline in two plots, is computed and stored once).
+    table = pd.DataFrame([{**results[p.key], **p.label} for p in points])
     return StudyRun(study, table, len(pending), len(points) - len(pending), folder)
 
 
