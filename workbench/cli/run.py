@@ -1,28 +1,48 @@
-"""``gnnwb run``: the main job.
+"""``gnnwb run``: the main job: every paper study in quick mode, then the report.
 
-Runs every study in quick mode and writes its report under ``reports/``. Until the
-paper studies land, that is the quick simulation demo (``studies/demo.py``).
+Each study stores its points' results under ``reports/studies/<name>/points/`` (so a
+second run reuses them) and writes its page; ``reports/index.html`` links them all.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run the main job (all studies, quick mode) and write reports/")
+    p = sub.add_parser("run", help="run the main job (every study, quick mode) and write reports/")
     p.add_argument("--reports", default="reports", help="folder for reports (default: reports/)")
-    p.add_argument("--seed", type=int, default=0, help="seed for every random decision")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--full", action="store_true", help="the studies' larger grids")
+    p.add_argument("--jobs", type=int, default=None, help="local processes (default: one per core)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None, help="a Dask scheduler (tcp://host:8786)")
+    p.add_argument("--only", default=None, help="comma-separated study names (default: all)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from studies.demo import DemoSettings, run_demo
+    from studies.pages import write_study_page
+    from studies.report import update_index
+    from studies.runner import get_study, load_studies, run_study
 
-    table = run_demo(Path(args.reports) / "demo", DemoSettings(seed=args.seed), progress=not args.quiet)
-    cols = ["hardware", "placement", "per_iteration_ms", "feature_bytes_moved"]
-    print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"report: {Path(args.reports) / 'demo' / 'index.html'}")
+    names = args.only.split(",") if args.only else sorted(load_studies())
+    studies = [get_study(n) for n in names]
+    reports = Path(args.reports)
+    t0 = time.perf_counter()
+    lines = []
+    for study in studies:
+        start = time.perf_counter()
+        done = run_study(
+            study, full=args.full, reports=reports, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet
+        )
+        page = write_study_page(done)
+        lines.append(
+            f"{study.name:<15} {len(done.results):>4} points ({done.computed} computed) "
+            f"{time.perf_counter() - start:7.1f} s  {page}"
+        )
+    index = update_index(reports)
+    print("\n".join(lines))
+    print(f"report: {index} ({time.perf_counter() - t0:.0f} s)")
     return 0
