@@ -35,7 +35,12 @@ def _run(args: argparse.Namespace) -> int:
     for study in studies:
         start = time.perf_counter()
         done = run_study(
-            study, full=args.full, reports=reports, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet
+            study,
+            full=args.full,
+            reports=reports,
+            jobs=args.jobs,
+            scheduler=args.scheduler,
+            progress=not args.quiet,
         )
         page = write_study_page(done)
         lines.append(
