@@ -229,6 +229,12 @@ def test_reorder_by_swaps_by_hand():
     order = reorder_by_swaps(tr, cp, window=2, rounds=10)
     assert order == [0, 2, 1, 3]
     assert pipeline_makespan(np.array(tr)[order], np.array(cp)[order], 2)[0] == 9
+    # Swaps stay within a chunk: A B | B A (chunks 0 0 | 1 1) takes 1 + 3 + 3 + 1 + 3 = 11 in the
+    # closed form tr[0] + sum max(cp[t], tr[t+1]) + cp[-1]; swapping inside chunk 1 gives
+    # A B | A B = 1 + 3 + 1 + 3 + 1 = 9, while A A B B above has no useful swap inside a chunk.
+    tr2, cp2 = [1.0, 3.0, 3.0, 1.0], [3.0, 1.0, 1.0, 3.0]
+    assert reorder_by_swaps(tr2, cp2, window=2, rounds=10, chunks=[0, 0, 1, 1]) == [0, 1, 3, 2]
+    assert reorder_by_swaps(tr, cp, window=2, rounds=10, chunks=[0, 0, 1, 1]) == [0, 1, 2, 3]
     # One buffer: nothing overlaps, every order takes the sum, 16.
     assert pipeline_makespan(np.array(tr), np.array(cp), 1)[0] == 16
     assert reorder_by_swaps(tr, cp, window=1, rounds=10) == [0, 1, 2, 3]

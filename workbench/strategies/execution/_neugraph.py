@@ -22,8 +22,8 @@ import numpy as np
 from workbench.hardware.spec import ClusterSpec
 
 # Pairs of sub-chunks whose swap one round of the search evaluates at most (all at once, in
-# numpy). Above this the candidates are the most transfer-bound and most compute-bound
-# sub-chunks, paired with each other (the paper's heuristic, Fig. 6).
+# numpy). Above this the candidates are the pairs whose copy-minus-compute times differ most
+# (a transfer-bound with a compute-bound sub-chunk: the paper's heuristic, Fig. 6).
 MAX_SWAP_CANDIDATES = 4096
 
 
@@ -183,20 +183,20 @@ def double_buffered_makespan(transfer: np.ndarray, compute: np.ndarray) -> float
     return float(tr[0] + np.maximum(cp[:-1], tr[1:]).sum() + cp[-1])
 
 
-def _swap_candidates(balance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Position pairs ``(a, b)``, ``a < b``, whose swap one round evaluates; ``balance`` is
-    copy minus compute time per position."""
+def _swap_candidates(balance: np.ndarray, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Position pairs ``(a, b)``, ``a < b``, of the same chunk whose swap one round evaluates;
+    ``balance`` is copy minus compute time per position, ``chunk`` the chunk per position."""
     n = balance.size
-    if n * (n - 1) // 2 <= MAX_SWAP_CANDIDATES:
-        return np.triu_indices(n, k=1)
+    a, b = np.triu_indices(n, k=1)
+    same = chunk[a] == chunk[b]
+    a, b = a[same], b[same]
+    if a.size <= MAX_SWAP_CANDIDATES:
+        return a, b
     # The paper's heuristic: pair a sub-chunk whose copy is much shorter than its compute
-    # with one that is the opposite case; the most lopsided of each kind.
-    m = int(np.sqrt(MAX_SWAP_CANDIDATES))
-    chosen = np.zeros((n, n), dtype=bool)
-    chosen[np.ix_(np.argsort(-balance, kind="stable")[:m], np.argsort(balance, kind="stable")[:m])] = True
-    chosen |= chosen.T
-    a, b = np.nonzero(np.triu(chosen, k=1))
-    return a, b
+    # with one that is the opposite case; the most lopsided pairs first.
+    lopsided = np.argsort(-np.abs(balance[a] - balance[b]), kind="stable")[:MAX_SWAP_CANDIDATES]
+    keep = np.sort(lopsided)
+    return a[keep], b[keep]
 
 
 def _swap_gains(
@@ -226,11 +226,21 @@ def _swap_gains(
 
 
 def reorder_by_swaps(
-    transfer: Sequence[float], compute: Sequence[float], window: int, rounds: int
+    transfer: Sequence[float],
+    compute: Sequence[float],
+    window: int,
+    rounds: int,
+    chunks: Sequence[int] | None = None,
 ) -> list[int]:
     """NeuGraph's pipeline reordering (section 3.2, Fig. 6): start from the given order and
-    repeatedly make the swap of two sub-chunks that shortens the modelled makespan most,
-    until no swap helps or ``rounds`` swaps were made.
+    repeatedly make the swap of two sub-chunks *of the same chunk* (``chunks`` labels each
+    item; None: all one chunk) that shortens the modelled makespan most, until no swap
+    helps or ``rounds`` swaps were made.
+
+    Swaps stay within a chunk as in the paper ("within the same chunk, another sub-chunk
+    is an opposite case"); this also keeps the chunks in the order their data become
+    ready (a layer's chunk ``i`` is written by the previous layer's column ``i``), which
+    a model of one column's copies and computes alone cannot see.
 
     Returns the order as indices into the inputs. Two buffers use the closed form of
     :func:`double_buffered_makespan` (every candidate swap's change in O(1), all at once);
@@ -241,6 +251,7 @@ def reorder_by_swaps(
     """
     tr = np.asarray(transfer, dtype=np.float64)
     cp = np.asarray(compute, dtype=np.float64)
+    label = np.zeros(tr.size, dtype=np.int64) if chunks is None else np.asarray(chunks, dtype=np.int64)
     order = np.arange(tr.size)
     if window == 1 or tr.size < 2:
         return order.tolist()
@@ -248,7 +259,9 @@ def reorder_by_swaps(
         raise ValueError(f"reordering models one or two buffers, got window={window}")
     span = double_buffered_makespan(tr, cp)
     for _ in range(rounds):
-        a, b = _swap_candidates(tr[order] - cp[order])
+        a, b = _swap_candidates(tr[order] - cp[order], label[order])
+        if a.size == 0:
+            break
         gains = _swap_gains(tr, cp, order, a, b)
         pick = int(np.argmin(gains))  # the first of equal bests: deterministic
         if not gains[pick] < -1e-12 * span:

@@ -405,7 +405,11 @@ class _Builder:
         if key not in self.schedules:
             times = [self.profiled(item) for item in items]
             self.schedules[key] = reorder_by_swaps(
-                [t[0] for t in times], [t[1] for t in times], self.window, self.scheme.reorder_rounds
+                [t[0] for t in times],
+                [t[1] for t in times],
+                self.window,
+                self.scheme.reorder_rounds,
+                [item.inner_chunk for item in items],
             )
         return self.schedules[key]
 
