@@ -32,6 +32,12 @@ Processing order (``order``, Fig. 16):
 The first layer's backward computes no gradient of the input features (nothing needs
 it): only its ApplyVertex backward (its weights' gradient) runs.
 
+Costs: an edge (sub-)chunk's compute gets the layer's per-edge FLOPs
+(``forward_flops(0, 0, edges)``) and a chunk's ApplyVertex its per-vertex FLOPs
+(``forward_flops(n, n, 0)``, source-only transforms included: NeuGraph's dataflow
+optimisation moves them there); for GCN, the paper's model in Figs. 15-17, they add up to
+the layer's FLOPs exactly. Backward is ``BACKWARD_FLOP_RATIO`` times forward.
+
 Streaming optimisations, each behind a switch (Figs. 15 and 17):
 
 ``selective`` (section 3.2)
@@ -43,8 +49,11 @@ Streaming optimisations, each behind a switch (Figs. 15 and 17):
     defaults to half the host memory bandwidth (a copy reads and writes every byte; the
     filter task's cost feature is those ``2 theta S`` bytes, timed by the simulator's
     host cost model); ``Ttrans`` (``transfer_throughput``) to the narrowest link from host
-    to the GPU. In a chain (multi-GPU, section 3.3) theta counts the vertices useful to
-    *any* GPU of the virtual GPU, and the filtered chunk is what the chain forwards.
+    to the GPU. These are one GPU's: the paper uses aggregate throughputs when several
+    GPUs share the CPU (section 3.3), which a lower ``copy_throughput`` expresses; the
+    simulator does not make concurrent filter tasks share host bandwidth. In a chain
+    theta counts the vertices useful to *any* GPU of the virtual GPU, and the filtered
+    chunk is what the chain forwards.
 ``pipeline`` (section 3.2)
     Each edge chunk and its vertex chunk are split horizontally (by the streamed
     vertices) into ``sub_chunks`` = k sub-chunks, and two buffers stream them: sub-chunk
@@ -52,10 +61,10 @@ Streaming optimisations, each behind a switch (Figs. 15 and 17):
     ``t - 2`` to free its buffer). Off: one whole edge chunk at a time, its copy after the
     previous chunk's compute (no overlap), as TF-SAGA.
 ``reorder`` (NG-swap in Fig. 15; with ``pipeline`` only)
-    The sub-chunks of one column (one row in backward) are reordered by repeated swaps
-    of the pair that most shortens the two-stage pipeline makespan computed from their
-    profiled copy and compute times (``_neugraph.reorder_by_swaps``, at most
-    ``reorder_rounds`` swaps). The profile: ``profile(item)`` when given (a callable
+    The sub-chunks of one column (one row in backward) are reordered by repeated swaps,
+    within one edge chunk as in the paper, of the pair that most shortens the two-buffer
+    pipeline's makespan computed from their profiled copy and compute times
+    (``_neugraph.reorder_by_swaps``, at most ``reorder_rounds`` swaps). The profile: ``profile(item)`` when given (a callable
     taking a :class:`StreamItem`, returning ``(copy seconds, compute seconds)``: measured
     times from a first iteration go here), else estimates from the item's bytes over
     ``Ttrans`` (plus the filter's bytes over ``Tcopy``) and its FLOPs and bytes over the
@@ -73,7 +82,8 @@ Memory, in the plan's vocabulary (so the simulator's memory timeline checks it):
 accumulation chunk (``...acc``), the next layer's chunk (``...out``), a destination chunk
 that the layer reads (``...dst``, kinds other than GCN) and a row's gradient (``...grad``)
 are named tensors, allocated by the task that first writes them and freed by the
-write-back (or the compute) that consumes them; every streamed sub-chunk lands in an
+write-back (or the compute) that consumes them, as are row-column's kept input chunk
+(``...in``) and partial sums (``...part{q}``); every streamed sub-chunk lands in an
 unnamed buffer, freed when its compute (and, in a chain, its forward) has ended; the
 training state is resident. A grid whose chunks do not fit makes the simulator report
 the GPU, the moment, the peak and the live tensors.
