@@ -182,6 +182,14 @@ def _run_config(args: argparse.Namespace) -> int:
         f"iterations, {tasks:,} tasks"
     )
     _print_result(trace, memory, prepared.cluster)
+    if getattr(prepared.scheme, "policy", None) is not None:
+        # ROC Fig. 10: what each memory policy would move for the same parts at the same capacity.
+        print("memory policies, one training step over all parts (CPU-GPU bytes):")
+        print(f"  {'policy':<10} {'loads (h2d)':>16} {'write-backs (d2h)':>18} {'GPU peak':>14}")
+        for row in prepared.scheme.policy_volumes(inputs):
+            print(
+                f"  {row['policy']:<10} {row['h2d_bytes']:>16,} {row['d2h_bytes']:>18,} {row['peak_bytes']:>14,}"
+            )
     print(
         f"epoch time: {epoch * 1e3:.3f} ms ({epoch / max(inputs.num_iterations, 1) * 1e3:.3f} ms per iteration)"
     )

@@ -100,7 +100,7 @@ def test_a_part_that_does_not_fit_is_reported(tmp_path):
 
 
 def test_unknown_memory_policy_is_named():
-    with pytest.raises(ConfigError, match="memory_policy 'magic'; allowed: resident"):
+    with pytest.raises(ConfigError, match="memory_policy .magic.; allowed: resident, dpmm, lru, streaming"):
         config("roc", memory_policy="magic")
 
 
@@ -113,3 +113,65 @@ def test_degree_order_numbers_the_hubs_first():
     assert np.all(np.diff(ordered.in_degrees()) <= 0)
     assert sorted(ordered.in_degrees().tolist()) == sorted(shuffled.in_degrees().tolist())
     assert ordered.num_edges == shuffled.num_edges and ordered.train_nids().size == shuffled.train_nids().size
+
+
+def test_memory_policies_stream_the_step_through_host_memory_with_the_schedules_bytes():
+    from workbench.registry import MEMORY_POLICIES
+    from workbench.strategies.memory.graphs import operator_graph
+
+    graph = skewed_graph(n=3000, hubs=300, hub_degree=30)
+    moved = {}
+    for policy in ("streaming", "lru", "dpmm"):
+        cfg = config("equal-edge", memory_policy=policy, gpu_memory="12MiB")
+        data = cfg.to_dict()
+        data["training"] = {"workers": 1, "iterations": 1}
+        prepared = prepare_run(config_from_dict(data), graph=graph)
+        plan = prepared.plan()
+        result = simulate(plan, prepared.cluster)
+        by_phase = result.trace.groupby("phase")["bytes"].sum()
+        # One part, no halo: the plan moves exactly what the policy's schedule says.
+        schedule = MEMORY_POLICIES.create(policy).schedule(
+            operator_graph(prepared.inputs.model, graph.num_nodes, graph.num_edges), 12 * 2**20
+        )
+        assert (by_phase["h2d"], by_phase["d2h"]) == (schedule.h2d_bytes, schedule.d2h_bytes)
+        moved[policy] = by_phase["h2d"]
+        assert result.memory["m0.gpu0"] <= 12 * 2**20 + prepared.inputs.model.training_state_bytes("adam")
+    assert moved["dpmm"] <= moved["lru"] < moved["streaming"]
+
+
+def test_a_memory_policy_across_machines_exchanges_halos_between_hosts():
+    # 8 parts on ROC's first two machines: halos between machines cross the network host to host
+    # (forward: input features and layer-1 activations; backward: layer-1 halo gradients), each
+    # exactly the halo's rows x width x 4 bytes, and the owners' write-backs come first.
+    graph = skewed_graph(n=4000, hubs=400, hub_degree=20)
+    cfg = config("equal-vertex", memory_policy="lru", gpu_memory="16MiB").to_dict()
+    cfg["training"] = {"workers": 8, "iterations": 1}
+    prepared = prepare_run(config_from_dict(cfg), graph=graph)
+    plan = prepared.plan()
+    inputs = prepared.inputs
+    from workbench.strategies.execution.roc_fullgraph import part_layouts
+
+    layouts = part_layouts(graph, inputs.partition.owner, 8)
+    machine = inputs.worker_machine
+    dims = [layer.in_dim for layer in inputs.model.layers]
+    expected = 0
+    for p, lay in enumerate(layouts):
+        for q, count in lay.halo.items():
+            if machine[p] != machine[q]:
+                expected += count * (dims[0] + dims[1]) * 4  # forward: features, h1
+                expected += count * dims[1] * 4  # backward: the halo gradient of layer 1
+    remote = [t for t in plan.tasks if t.phase == "gather_remote"]
+    assert sum(t.bytes for t in remote) == expected > 0
+    ids = {t.id for t in plan.tasks}
+    assert all(d in ids for t in plan.tasks for d in t.deps)
+    forward = [t for t in remote if ".halo1." in t.id]
+    assert forward and all(any(".wb.h1" in d for d in t.deps) for t in forward)
+    simulate(plan, prepared.cluster)
+
+
+def test_a_partition_too_big_for_one_operator_is_named_with_numbers():
+    cfg = config("equal-edge", memory_policy="dpmm", gpu_memory="1MiB")
+    with pytest.raises(
+        ConfigError, match=r"part 0 on m0.gpu0 \([\d,]+ vertices\): memory policy 'dpmm': operator 'gather\d' .* needs"
+    ):
+        prepare_run(cfg, graph=skewed_graph(n=8000, hubs=800)).plan()

@@ -95,16 +95,31 @@ class RocFullGraphScheme(ExecutionScheme):
         "memory_policy": "'resident' (every tensor of the part stays on its GPU) or a registered "
         "memory policy (dpmm, lru, streaming) that streams the part's tensors through host DRAM",
         "training": "true: forward, backward and the gradient all-reduce; false: inference (forward only)",
+        "gpu_memory": "GPU memory a memory policy may fill, as a size ('2GiB'; default: each GPU's memory "
+        "less the training state): less than the GPU has, to study a partition that does not fit",
     }
 
-    def __init__(self, memory_policy: str = RESIDENT, training: bool = True) -> None:
-        self.training = training
-        allowed = (RESIDENT,)
+    def __init__(
+        self, memory_policy: str = RESIDENT, training: bool = True, gpu_memory: str | None = None
+    ) -> None:
+        from workbench.hardware.units import parse_size
+        from workbench.registry import MEMORY_POLICIES
+
+        who = "execution scheme 'roc-fullgraph'"
+        allowed = (RESIDENT, *MEMORY_POLICIES.names())
         if memory_policy not in allowed:
+            raise ConfigError(f"{who}: memory_policy {memory_policy!r}; allowed: {', '.join(allowed)}")
+        if memory_policy != RESIDENT and not training:
             raise ConfigError(
-                f"execution scheme 'roc-fullgraph': memory_policy {memory_policy!r}; allowed: {', '.join(allowed)}"
+                f"{who}: a memory policy schedules a training step; use memory_policy = 'resident' "
+                "for inference"
             )
+        self.training = training
         self.memory_policy = memory_policy
+        self.policy = None if memory_policy == RESIDENT else MEMORY_POLICIES.create(memory_policy)
+        self.gpu_memory = None if gpu_memory is None else parse_size(gpu_memory, f"{who}: gpu_memory")
+        if self.gpu_memory is not None and self.gpu_memory <= 0:
+            raise ConfigError(f"{who}: gpu_memory must be positive, got {gpu_memory!r}")
 
     def build(self, inputs: SchemeInputs) -> Plan:
         plan = self.new_plan(inputs)
@@ -146,6 +161,8 @@ class RocFullGraphScheme(ExecutionScheme):
         self, plan: Plan, inputs: SchemeInputs, layouts: list[PartLayout], it: int, after: list[str]
     ) -> list[str]:
         """One training iteration over the whole graph; returns each GPU's optimizer step."""
+        if self.policy is not None:
+            return self._add_policy_iteration(plan, inputs, layouts, it, after)
         model = inputs.model
         parts = range(inputs.num_workers)
         resident = self.memory_policy == RESIDENT
@@ -236,6 +253,180 @@ class RocFullGraphScheme(ExecutionScheme):
                     produced[q] = produced[q] + arriving[q]
         return add_gradient_sync(plan, inputs, it, [produced[p][0] for p in parts])
 
+    def _add_policy_iteration(
+        self, plan: Plan, inputs: SchemeInputs, layouts: list[PartLayout], it: int, after: list[str]
+    ) -> list[str]:
+        """Every part's training step as its memory policy schedules it (ROC section 5), then the
+        all-reduce: loads and write-backs between the part's GPU and its host's DRAM, and the halo.
+
+        Each part's step is the policy's schedule of its operator graph
+        (:func:`~workbench.strategies.memory.graphs.operator_graph`, with the part's halo),
+        emitted by :func:`~workbench.strategies.memory.emit.schedule_to_plan`. Across parts:
+        the load of layer ``l``'s halo waits for the owners' write-backs of ``h{l}`` (and the
+        input features' halo for nothing); an owner's backward through layer ``l`` waits for
+        the halo gradients the readers wrote back. Between machines the halo (forward) and its
+        gradients (backward) also cross the network, host to host (``gather_remote``).
+        """
+        from workbench.strategies.memory.emit import schedule_to_plan
+        from workbench.strategies.memory.graphs import operator_graph
+
+        steps = {}
+        for p in range(inputs.num_workers):
+            lay = layouts[p]
+            graph = operator_graph(
+                inputs.model,
+                lay.num_vertices,
+                lay.edges,
+                num_src=lay.num_vertices + lay.halo_vertices,
+                name=f"part {p}",
+            )
+            capacity = self._capacity(inputs, p)
+            try:
+                schedule = self.policy.schedule(graph, capacity)  # type: ignore[union-attr]
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"part {p} on {inputs.workers[p]} ({lay.num_vertices:,} vertices): {exc}"
+                ) from None
+            prefix = f"i{it}.w{p}."
+            deps = [after[p]] if after else []
+            steps[p] = (
+                graph,
+                schedule_to_plan(
+                    plan,
+                    schedule,
+                    gpu=inputs.workers[p],
+                    host=inputs.host_of_worker(p),
+                    prefix=prefix,
+                    deps=deps,
+                    worker=p,
+                    iteration=it,
+                ),
+            )
+        self._link_halos(plan, inputs, layouts, it, {p: g for p, (g, _) in steps.items()})
+        return add_gradient_sync(plan, inputs, it, [i for _, ids in steps.values() for i in ids])
+
+    def policy_volumes(self, inputs: SchemeInputs) -> list[dict[str, object]]:
+        """Per registered memory policy, the CPU-GPU bytes of one training step summed over the parts
+        (loads, write-backs), at this scheme's capacity: the policies side by side (ROC Fig. 10)."""
+        from workbench.registry import MEMORY_POLICIES
+        from workbench.strategies.memory.graphs import operator_graph
+
+        layouts = part_layouts(inputs.graph, inputs.partition.owner, inputs.num_workers)
+        graphs = [
+            operator_graph(
+                inputs.model, lay.num_vertices, lay.edges, num_src=lay.num_vertices + lay.halo_vertices
+            )
+            for lay in layouts
+        ]
+        rows = []
+        for name in MEMORY_POLICIES.names():
+            policy = MEMORY_POLICIES.create(name)
+            schedules = [policy.schedule(g, self._capacity(inputs, p)) for p, g in enumerate(graphs)]
+            rows.append(
+                {
+                    "policy": name,
+                    "h2d_bytes": sum(s.h2d_bytes for s in schedules),
+                    "d2h_bytes": sum(s.d2h_bytes for s in schedules),
+                    "peak_bytes": max(s.peak_bytes for s in schedules),
+                }
+            )
+        return rows
+
+    def _capacity(self, inputs: SchemeInputs, p: int) -> int:
+        if self.gpu_memory is not None:
+            return self.gpu_memory
+        return inputs.cluster.gpu(inputs.workers[p]).memory_bytes - inputs.model.training_state_bytes(
+            inputs.optimizer
+        )
+
+    def _link_halos(
+        self, plan: Plan, inputs: SchemeInputs, layouts: list[PartLayout], it: int, graphs: dict
+    ) -> None:
+        """The dependencies (and network copies) between parts that the per-part schedules cannot know."""
+        index = {t.id: t for t in plan.tasks[-_recent(plan, it) :]}
+        for p, graph in graphs.items():
+            writer = {y: op.name for op in graph.operators for y in op.writes}
+            readers: dict[str, str] = {}
+            for op in graph.operators:
+                for x in op.reads:
+                    readers.setdefault(x, op.name)
+            for q, count in layouts[p].halo.items():
+                for layer in range(inputs.model.num_layers):
+                    halo = "features" if layer == 0 else f"halo{layer}"
+                    load = index.get(f"i{it}.w{p}.{readers.get(halo, '')}.load.{halo}")
+                    if load is None:
+                        continue
+                    produced = [] if layer == 0 else [f"i{it}.w{q}.{writer[f'h{layer}']}.wb.h{layer}"]
+                    load.deps.extend(
+                        self._network(
+                            plan,
+                            inputs,
+                            q,
+                            p,
+                            count,
+                            inputs.model.layers[layer].in_dim,
+                            produced,
+                            it,
+                            f"halo{layer}",
+                            "activations" if layer else "features",
+                        )
+                    )
+                if not self.training:
+                    continue
+                for layer in range(1, inputs.model.num_layers):
+                    grad = f"grad_halo{layer}"
+                    wb = f"i{it}.w{p}.{writer.get(grad, '')}.wb.{grad}"
+                    if wb not in index:
+                        continue
+                    consumer = index.get(f"i{it}.w{q}.{_reader_of(graphs[q], f'grad_h{layer}')}")
+                    if consumer is not None:
+                        consumer.deps.extend(
+                            self._network(
+                                plan,
+                                inputs,
+                                p,
+                                q,
+                                count,
+                                inputs.model.layers[layer].in_dim,
+                                [wb],
+                                it,
+                                grad,
+                                "gradients",
+                            )
+                        )
+
+    def _network(
+        self,
+        plan: Plan,
+        inputs: SchemeInputs,
+        src: int,
+        dst: int,
+        count: int,
+        width: int,
+        deps: list[str],
+        it: int,
+        what: str,
+        carries: str,
+    ) -> list[str]:
+        """Host-to-host copy of ``count`` rows when the two parts are on different machines; else
+        the dependencies alone (one host's DRAM: the write-back is the exchange)."""
+        if inputs.worker_machine[src] == inputs.worker_machine[dst]:
+            return deps
+        tid = f"i{it}.w{dst}.{what}.from{src}"
+        plan.transfer(
+            tid,
+            inputs.host_of_worker(src),
+            inputs.host_of_worker(dst),
+            count * width * DTYPE_BYTES,
+            "gather_remote",
+            deps,
+            worker=dst,
+            iteration=it,
+            items=count,
+            carries=carries,
+        )
+        return [tid]
+
     def _halo(
         self,
         plan: Plan,
@@ -281,6 +472,20 @@ class RocFullGraphScheme(ExecutionScheme):
 
     def _source(self, inputs: SchemeInputs, q: int) -> str:
         return inputs.workers[q] if self.memory_policy == RESIDENT else inputs.host_of_worker(q)
+
+
+def _reader_of(graph, tensor: str) -> str:  # type: ignore[no-untyped-def]
+    return next((op.name for op in graph.operators if tensor in op.reads), "")
+
+
+def _recent(plan: Plan, it: int) -> int:
+    """How many of the plan's last tasks belong to iteration ``it`` (they are appended in order)."""
+    count = 0
+    for task in reversed(plan.tasks):
+        if task.iteration != it:
+            break
+        count += 1
+    return count
 
 
 def _phase(inputs: SchemeInputs, src: str, dst: str) -> str:

@@ -107,6 +107,9 @@ class _Builder:
         out_dim: int = 0,
     ) -> None:
         moved = sum(self.tensors[t].bytes for t in (*reads, *writes))
+        # A gather also reads a source row and an index per edge, as LayerSpec.cost_features
+        # counts them: the two cost paths of one layer then time it alike.
+        moved += edges * (INDEX_BYTES + in_dim * DTYPE_BYTES)
         features = {
             "vertices": float(self.n),
             "edges": float(edges),
