@@ -43,9 +43,10 @@ def points(full: bool) -> list[Point]:
     out = []
     for hidden in (256, 512) if full else (256,):
         low, high = _bounds(graph, hidden)
-        steps = 8 if full else 5
+        steps = 8 if full else 6
         for k in range(steps):
-            capacity = int(low * 1.02 + (high - low * 1.02) * k / (steps - 1))
+            # Geometric steps: the policies differ most just above the smallest capacity.
+            capacity = int(low * 1.02 * (high / (low * 1.02)) ** (k / (steps - 1)))
             for policy in POLICIES:
                 config = {
                     "name": f"{NAME}-{hidden}-{k}-{policy}",
@@ -109,7 +110,7 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
                     "epoch streaming / dpmm": epoch.loc[capacity, "streaming"] / epoch.loc[capacity, "dpmm"],
                 }
             )
-        page.add(f"Loads and epoch time, hidden {hidden}", image=f"loads-{hidden}.png")
+        page.add(f"Host-to-GPU loads, hidden {hidden}", image=f"loads-{hidden}.png")
         page.add(f"Epoch time, hidden {hidden}", image=f"epoch-{hidden}.png")
     table = pd.DataFrame(rows)
     never_worse = bool((table["lru / dpmm"] >= 0.999).all() and (table["streaming / dpmm"] >= 0.999).all())
