@@ -16,7 +16,8 @@ first layer, whose input is widest), for every pair ``(i, j)``::
 
     n_i * feat_dim * dtype_bytes                       source chunk V_i
   + n_j * feat_dim * dtype_bytes                       destination chunk V_j
-  + n_j * hidden_dim * dtype_bytes                     accumulation chunk A_j
+  + n_j * max(feat_dim, hidden_dim) * dtype_bytes     accumulation chunk A_j (the aggregated
+                                                       neighbours of the layer's input width)
   + |E_ij| * (index_bytes + edge_data_dim * dtype_bytes)   edge chunk: source ids (+ edge data)
   + (n_j + 1) * index_bytes                             its CSC column pointers
 
@@ -71,7 +72,9 @@ class ChunkMemory:
         self, feat_dim: int, hidden_dim: int, dtype_bytes: int, index_bytes: int, edge_data_dim: int
     ) -> None:
         self.src_per_vertex = feat_dim * dtype_bytes
-        self.dst_per_vertex = (feat_dim + hidden_dim) * dtype_bytes + index_bytes
+        # The accumulation holds the gathered neighbours at the layer's input width: the
+        # features' on the first layer, the hidden width's on later ones (the widest counts).
+        self.dst_per_vertex = (feat_dim + max(feat_dim, hidden_dim)) * dtype_bytes + index_bytes
         self.per_edge = index_bytes + edge_data_dim * dtype_bytes
         self.fixed = index_bytes
 
