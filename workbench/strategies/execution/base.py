@@ -239,6 +239,22 @@ class ExecutionScheme(ABC):
     registered_name: ClassVar[str]
     full_graph: ClassVar[bool] = False
 
+    def empty_plan(self, inputs: SchemeInputs, **details: object) -> Plan:
+        """A plan named after the run, its ``meta`` saying what built it: the scheme, the hardware,
+        the model, the workers, the iterations, the scheme's ``details`` and the run's own meta."""
+        return Plan(
+            inputs.name,
+            meta={
+                "scheme": self.registered_name,
+                "hardware": inputs.cluster.name,
+                "model": inputs.model.name,
+                "workers": inputs.num_workers,
+                "iterations": inputs.num_iterations,
+                **details,
+                **inputs.meta,
+            },
+        )
+
     @abstractmethod
     def build(self, inputs: SchemeInputs) -> Plan:
         """The plan of one epoch (``inputs.epoch``'s iterations) of training."""

@@ -152,20 +152,7 @@ class BulkPipelineScheme(ExecutionScheme):
         p, c = inputs.num_workers, self.replication
         rows = p // c
         bounds = vertex_blocks(inputs.graph.num_nodes, rows)
-        plan = Plan(
-            inputs.name,
-            meta={
-                "scheme": "bulk-pipeline",
-                "hardware": inputs.cluster.name,
-                "model": inputs.model.name,
-                "workers": p,
-                "iterations": len(inputs.epoch),
-                "mode": self.mode,
-                "replication": c,
-                "bulk": per_step * p,
-                **inputs.meta,
-            },
-        )
+        plan = self.empty_plan(inputs, mode=self.mode, replication=c, bulk=per_step * p)
         add_resident_state(plan, inputs)
         for w, gpu in enumerate(inputs.workers):
             i = w // c

@@ -139,18 +139,7 @@ class HopGNNScheme(ExecutionScheme):
                 f"execution strategy 'hopgnn': merges={self.merges}, but {n} workers train in {n} time "
                 f"steps, so at most {n - 1} can be merged away; give fewer merges or merge = false"
             )
-        plan = Plan(
-            inputs.name,
-            meta={
-                "scheme": "hopgnn",
-                "hardware": inputs.cluster.name,
-                "model": inputs.model.name,
-                "workers": n,
-                "iterations": len(inputs.epoch),
-                **self.switches(),
-                **inputs.meta,
-            },
-        )
+        plan = self.empty_plan(inputs, **self.switches())
         add_resident_state(plan, inputs)
         steps: list[str] = []
         for it, row in enumerate(inputs.epoch):

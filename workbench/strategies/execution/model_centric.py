@@ -39,17 +39,7 @@ class ModelCentricScheme(ExecutionScheme):
     HELP: dict[str, str] = {}
 
     def build(self, inputs: SchemeInputs) -> Plan:
-        plan = Plan(
-            inputs.name,
-            meta={
-                "scheme": "model-centric",
-                "hardware": inputs.cluster.name,
-                "model": inputs.model.name,
-                "workers": inputs.num_workers,
-                "iterations": len(inputs.epoch),
-                **inputs.meta,
-            },
-        )
+        plan = self.empty_plan(inputs)
         add_resident_state(plan, inputs)
         steps: list[str] = []
         for it, minibatches in enumerate(inputs.epoch):

@@ -109,18 +109,7 @@ class NaiveFeatureCentricScheme(ExecutionScheme):
 
     def build(self, inputs: SchemeInputs) -> Plan:
         n = inputs.num_workers
-        plan = Plan(
-            inputs.name,
-            meta={
-                "scheme": "naive-feature-centric",
-                "hardware": inputs.cluster.name,
-                "model": inputs.model.name,
-                "workers": n,
-                "iterations": len(inputs.epoch),
-                "minibatches": self.minibatches,
-                **inputs.meta,
-            },
-        )
+        plan = self.empty_plan(inputs, minibatches=self.minibatches)
         add_resident_state(plan, inputs)
         steps: list[str] = []
         for it, row in enumerate(inputs.epoch):

@@ -331,25 +331,17 @@ class _Builder:
         self.update: list[str] | None = None
         self.started = [False] * k_workers
         self.finals: list[str] = []
-        self.plan = Plan(
-            inputs.name,
-            meta={
-                "scheme": "neugraph-stream",
-                "hardware": inputs.cluster.name,
-                "model": inputs.model.name,
-                "workers": k_workers,
-                "iterations": self.iterations,
-                "chunks": self.p,
-                "sub_chunks": self.k,
-                "order": scheme.order,
-                "selective": scheme.selective,
-                "pipeline": scheme.pipeline,
-                "reorder": scheme.reorder and scheme.pipeline,
-                "chain": scheme.chain,
-                "chain_groups": [list(g) for g in self.groups],
-                "selective_threshold": self.threshold,
-                **inputs.meta,
-            },
+        self.plan = scheme.empty_plan(
+            inputs,
+            chunks=self.p,
+            sub_chunks=self.k,
+            order=scheme.order,
+            selective=scheme.selective,
+            pipeline=scheme.pipeline,
+            reorder=scheme.reorder and scheme.pipeline,
+            chain=scheme.chain,
+            chain_groups=[list(g) for g in self.groups],
+            selective_threshold=self.threshold,
         )
 
     @property

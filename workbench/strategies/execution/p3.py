@@ -133,18 +133,7 @@ class P3Scheme(ExecutionScheme):
         dp_model = ModelSpec(f"{model.name} layers 2..{model.num_layers}", model.layers[1:])
         dp_inputs = dataclasses.replace(inputs, model=dp_model)
 
-        plan = Plan(
-            inputs.name,
-            meta={
-                "scheme": "p3",
-                "hardware": inputs.cluster.name,
-                "model": model.name,
-                "workers": n,
-                "iterations": len(inputs.epoch),
-                "slice_widths": widths,
-                **inputs.meta,
-            },
-        )
+        plan = self.empty_plan(inputs, slice_widths=widths)
         for i, gpu in enumerate(inputs.workers):
             slice_model = ModelSpec(f"{model.name} layer 1 slice {i}", (slices[i],))
             state = dp_model.training_state_bytes(inputs.optimizer) + slice_model.training_state_bytes(

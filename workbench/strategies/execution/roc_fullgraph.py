@@ -139,19 +139,7 @@ class RocFullGraphScheme(ExecutionScheme):
         return plan
 
     def new_plan(self, inputs: SchemeInputs) -> Plan:
-        plan = Plan(
-            inputs.name,
-            meta={
-                "scheme": "roc-fullgraph",
-                "memory_policy": self.memory_policy,
-                "training": self.training,
-                "hardware": inputs.cluster.name,
-                "model": inputs.model.name,
-                "workers": inputs.num_workers,
-                "iterations": inputs.num_iterations,
-                **inputs.meta,
-            },
-        )
+        plan = self.empty_plan(inputs, memory_policy=self.memory_policy, training=self.training)
         state = inputs.model.training_state_bytes(inputs.optimizer)
         for w, gpu in enumerate(inputs.workers):
             plan.keep(f"w{w}.training-state", gpu, state)
