@@ -58,7 +58,7 @@ unreadable in the extraction.
 **Sampling probability.** ``p`` is the request's ``access_probability`` or, when it
 carries none, :func:`~workbench.strategies.placement.probability.request_probability`
 of its access model: by default the fanout-aware analytic estimate for a sampler with
-fanouts (two sparse matrix-vector products per layer; ~0.25 s on products-like
+fanouts (two sparse matrix-vector products per layer; ~0.2 s on products-like
 against ~4 s for the exact two-hop count), exact for full neighborhoods, pre-sampled
 when ``AccessModel(estimator="presample")`` asks.
 
