@@ -1,8 +1,8 @@
 """``gnnwb place``: run one placement strategy on a graph and print per-GPU cache sizes and hit rates.
 
 Static placements report the *expected* hit rate under the per-minibatch access
-probabilities (exact for full-neighborhood sampling, pre-sampled with
-``--sampler``); a dynamic cache (``fifo``) is instead fed ``--epochs`` epochs of
+probabilities (exact for full-neighborhood sampling, analytic for samplers with
+fanouts, pre-sampled for others); a dynamic cache (``fifo``) is instead fed ``--epochs`` epochs of
 sampled minibatches, spread over the GPUs, and reports the hit rate it achieved.
 """
 
@@ -94,7 +94,7 @@ def _place(args: argparse.Namespace) -> int:
     from workbench.hardware import load_hardware
     from workbench.registry import PLACEMENTS, SAMPLERS
     from workbench.strategies.placement.base import AccessModel, PlacementRequest
-    from workbench.strategies.placement.probability import estimate_access_probability
+    from workbench.strategies.placement.probability import estimate_access_probability, resolve_estimator
     from workbench.strategies.placement.song_jiang import SongJiangPlacement
 
     if args.gpus < 1:
@@ -127,7 +127,8 @@ def _place(args: argparse.Namespace) -> int:
     )
 
     started = time.perf_counter()
-    # Full-neighborhood sampling has an exact probability; other samplers are pre-sampled.
+    # Full-neighborhood sampling has an exact probability; samplers with fanouts an analytic
+    # estimate; others are pre-sampled (resolve_estimator says which).
     exact = sampler is None or sampler_name == "full"
     prob = estimate_access_probability(
         graph,
@@ -137,9 +138,11 @@ def _place(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         rng=np.random.default_rng(args.seed),
     )
-    how = (
-        f"exact, full neighborhood, {num_layers} layers" if exact else f"pre-sampled, {args.epochs} epoch(s)"
-    )
+    how = {
+        "exact": f"exact, full neighborhood, {num_layers} layers",
+        "fanout": f"analytic, fanouts {fanouts}",
+        "presample": f"pre-sampled, {args.epochs} epoch(s)",
+    }[resolve_estimator(None if exact else sampler)]
     print(f"access probabilities ({how}): {time.perf_counter() - started:.2f} s", file=sys.stderr)
     request = PlacementRequest(
         graph=graph,
