@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "plan",
     "sim",
     "trace",
+    "microbench",
     "study",
 )
 

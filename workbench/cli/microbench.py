@@ -1,0 +1,78 @@
+"""``gnnwb microbench --device cpu|cuda [--out DIR] [--quick]``: measure what calibration needs.
+
+Host-to-device and device-to-host copies (pageable and pinned), device-to-device copies,
+feature gather (``index_select``), sparse aggregation over a sampled block, and all-reduce
+and point-to-point between two worker processes, each over a sweep of sizes, warmed up
+and then repeated. Writes ``trace.parquet`` (the shared trace schema, one row per repeat),
+``summary.csv`` and ``config.json`` to ``--out`` (default ``reports/microbench/<device>/``)
+and prints the summary. On the CPU the "device" copies are host memcpy, and the run's
+``config.json`` says so (see :mod:`realrun.microbench`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+# realrun.microbench.BENCHMARKS, repeated: the command line imports no executor until it runs.
+BENCHMARK_NAMES = ("h2d", "d2h", "d2d", "gather", "spmm", "allreduce", "p2p")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "microbench",
+        help="measure copies, gather, sparse aggregation and worker communication; write traces",
+        description="Sweep sizes of host<->device copies (pageable and pinned), device-to-device "
+        "copies, index_select gathers, sparse aggregation over a sampled block, and all-reduce and "
+        "point-to-point between two local worker processes (gloo on CPU, NCCL between two GPUs). "
+        "Every timed repeat is a trace row. On --device cpu the copies are host memcpy.",
+    )
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to measure (default cpu)")
+    p.add_argument(
+        "--out", metavar="DIR", default=None, help="output folder (default reports/microbench/<device>/)"
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="a small sweep that finishes in seconds (fewer sizes, 5 repeats)"
+    )
+    p.add_argument("--repeats", type=int, default=None, help="timed repeats per size (default 20, quick 5)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed runs before them (default 3, quick 2)")
+    p.add_argument(
+        "--only",
+        metavar="NAMES",
+        default=None,
+        help=f"comma-separated benchmarks to run (default all: {','.join(BENCHMARK_NAMES)})",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds the two communicating worker processes may take before they are stopped "
+        "(default 120, quick 60)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of indices, features and sampled blocks")
+    p.set_defaults(handler=run_microbench_command)
+
+
+def run_microbench_command(args: argparse.Namespace) -> int:
+    import sys
+
+    from realrun.microbench import MicrobenchConfig, default_out_dir, run_microbench, summary_lines
+
+    overrides: dict = {"seed": args.seed}
+    if args.repeats is not None:
+        overrides["repeats"] = args.repeats
+    if args.warmup is not None:
+        overrides["warmup"] = args.warmup
+    if args.timeout is not None:
+        overrides["comm_timeout_s"] = args.timeout
+    if args.only:
+        overrides["benchmarks"] = tuple(n.strip() for n in args.only.split(",") if n.strip())
+    cfg = MicrobenchConfig.default(args.device, quick=args.quick, **overrides)
+    out = args.out or default_out_dir(args.device)
+    result = run_microbench(cfg, out, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    for line in summary_lines(result.summary):
+        print(line)
+    for note in result.meta["notes"]:
+        print(f"note: {note}")
+    print(f"wrote {result.out_dir}: trace.parquet ({len(result.trace)} rows), summary.csv, config.json")
+    return 0
