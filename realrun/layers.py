@@ -194,7 +194,7 @@ def aggregate_sum(block: TensorBlock, feat: Tensor, edge_weight: Tensor | None =
                            block.num_dst, block.num_src)  # fmt: skip
     if a.dtype != feat.dtype:
         a, a_t = a.to(feat.dtype), a_t.to(feat.dtype)
-    flat = feat.reshape(block.num_src, -1)
+    flat = feat.reshape(block.num_src, -1).contiguous()
     return _CSRMatmul.apply(a, a_t, flat).reshape(block.num_dst, *tail)
 
 
