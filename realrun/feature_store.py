@@ -1,0 +1,343 @@
+"""The real feature store: input features partitioned across worker processes, and each GPU's cache.
+
+What each worker process holds, as the plan's conventions say
+(:mod:`workbench.strategies.execution.base`):
+
+* **host memory**: the input features of every vertex whose owner (the partition's
+  ``owner`` array) is a worker on this worker's machine: DGL's distributed graph
+  store, where each machine serves its partitions. With one GPU per machine (HopGNN's
+  cluster) that is exactly the worker's own part. Kept on the CPU (pinned when the
+  device is a GPU, so host-to-device copies are real DMA).
+* **GPU cache**: the features of ``placement.gpu_vertices[w]`` on the worker's device
+  (on CPU, simply another tensor: the copy from it is the same gather).
+
+A request for a minibatch's input vertices is split by :func:`feature_reads`, the very
+function the plan uses, so the real executor reads each vertex from the source the
+plan says: its own cache (``gather_local``: an ``index_select`` on the device), a peer
+GPU's cache in its peer group (``d2d``: point-to-point from the peer process), its own
+host memory (``h2d``: gather on the CPU, then a copy to the device), or another
+machine's host memory (``gather_remote``: point-to-point with the owner process over
+the gloo group, then a copy to the device).
+
+Remote reads are a per-iteration exchange every worker takes part in (a worker that
+needs nothing from anyone still serves the others): the request counts go round in one
+``all_gather``, the vertex ids to each owner point-to-point, and the owners answer with
+the rows, point-to-point (``batch_isend_irecv``). Requests are deduplicated (a vertex
+is asked for once per request, from one owner).
+
+Every transfer is counted in a :class:`ByteCounter`: the feature payload by the plan's
+phase (the numbers the plan's byte counts must equal), and the protocol's own traffic
+(the request ids and counts) under ``d2d_index`` and ``gather_remote_index``, which
+the plan does not model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from workbench.strategies.execution.base import SchemeInputs, feature_reads
+
+# Phase of each kind of read, as the plan names them (workbench.strategies.execution.base.READ_PHASE).
+READ_PHASE = {"local": "gather_local", "peer": "d2d", "host": "h2d", "remote": "gather_remote"}
+# Request ids and counts of the d2d and gather_remote exchanges are counted under
+# "{phase}_index": real traffic that the plan does not model.
+
+
+@dataclass
+class ByteCounter:
+    """Bytes actually moved, by phase."""
+
+    bytes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, phase: str, nbytes: int) -> None:
+        self.bytes[phase] = self.bytes.get(phase, 0) + int(nbytes)
+
+    def take(self) -> dict[str, int]:
+        """The counts so far, and start again from zero."""
+        out, self.bytes = self.bytes, {}
+        return out
+
+
+@dataclass
+class ReadTiming:
+    """One plan read task as it really ran: its plan id, when it started and ended, the bytes it moved."""
+
+    task: str
+    phase: str
+    start: float
+    end: float
+    nbytes: int
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _index_of(vertices: np.ndarray, num_nodes: int) -> np.ndarray:
+    """Global vertex id -> row in a tensor holding ``vertices`` (-1 for absent)."""
+    index = np.full(num_nodes, -1, dtype=np.int64)
+    index[vertices] = np.arange(vertices.shape[0], dtype=np.int64)
+    return index
+
+
+def peer_reads_possible(inputs: SchemeInputs) -> bool:
+    """Whether some worker may read a vertex from a peer GPU's cache: its home is another GPU of
+    the worker's peer group and the worker does not cache it. The same answer on every worker,
+    so they all take part in the peer exchange, or none does."""
+    placement = inputs.placement
+    if placement is None:
+        return False
+    for group in placement.groups():
+        for w in group:
+            others = [g for g in group if g != w]
+            if others and (np.isin(placement.home, others) & ~inputs.cached_masks[w]).any():  # type: ignore[index]
+                return True
+    return False
+
+
+class FeatureStore:
+    """Worker ``rank``'s host features and GPU cache, and its reads of a minibatch's input features.
+
+    ``features``: a callable returning the float32 features of given vertices (the graph's,
+    generated deterministically); the store keeps only the rows it owns.
+    ``clock``: the worker's clock (seconds since its run start; it synchronises the device).
+    ``on_comm``: called with True before and False after each communication call (the
+    launcher's hang watchdog tells a worker waiting for a peer from one that hangs).
+    """
+
+    def __init__(
+        self,
+        inputs: SchemeInputs,
+        rank: int,
+        device: torch.device,
+        features: Callable[[np.ndarray], np.ndarray],
+        counter: ByteCounter,
+        clock: Callable[[], float],
+        *,
+        remote_group: dist.ProcessGroup | None = None,
+        peer_group: dist.ProcessGroup | None = None,
+        on_comm: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.inputs = inputs
+        self.rank = rank
+        self.world = inputs.num_workers
+        self.device = device
+        self.counter = counter
+        self.clock = clock
+        self.remote_group = remote_group
+        self.peer_group = peer_group
+        self.on_comm = on_comm or (lambda _busy: None)
+        n = inputs.graph.num_nodes
+        self.dim = inputs.graph.feat_dim
+        machine = int(inputs.worker_machine[rank])
+        self.host_vertices = np.flatnonzero(inputs.vertex_machine == machine).astype(np.int64)
+        self.host_index = _index_of(self.host_vertices, n)
+        host = torch.from_numpy(np.ascontiguousarray(features(self.host_vertices), dtype=np.float32))
+        self.host = host.pin_memory() if device.type == "cuda" else host
+        if inputs.placement is not None:
+            self.cache_vertices = np.asarray(inputs.placement.gpu_vertices[rank], dtype=np.int64)
+        else:
+            self.cache_vertices = np.zeros(0, dtype=np.int64)
+        self.cache_index = _index_of(self.cache_vertices, n)
+        self.cache = torch.from_numpy(
+            np.ascontiguousarray(features(self.cache_vertices), dtype=np.float32).reshape(-1, self.dim)
+        ).to(device)
+        self.has_peers = peer_reads_possible(inputs)
+        self.has_remote = len(set(inputs.worker_machine.tolist())) > 1
+        self.owner = inputs.partition.owner
+        self.gpu_worker = {gpu: w for w, gpu in enumerate(inputs.workers)}
+
+    def _staging(self, rows: int) -> torch.Tensor:
+        """A pinned host buffer of ``rows`` rows (grown as needed, reused across iterations)."""
+        buf = getattr(self, "_pinned", None)
+        if buf is None or buf.shape[0] < rows:
+            # The previous copy out of it may still be in flight.
+            torch.cuda.synchronize(self.device)
+            buf = torch.empty((max(rows, 1024), self.dim), dtype=torch.float32, pin_memory=True)
+            self._pinned = buf
+        return buf[:rows]
+
+    # ---- one minibatch's input features ---------------------------------------------------------
+    def gather(self, vertices: np.ndarray, prefix: str) -> tuple[torch.Tensor, list[ReadTiming]]:
+        """The features of ``vertices`` (unique ids) on the device, in their order, and each read's timing.
+
+        ``prefix``: the plan's task prefix (``i{iteration}.w{worker}``); read ``k`` from
+        ``source`` is plan task ``{prefix}.{k}.{source}``.
+        """
+        vertices = np.asarray(vertices, dtype=np.int64)
+        out = torch.empty((vertices.shape[0], self.dim), dtype=torch.float32, device=self.device)
+        sorter = np.argsort(vertices, kind="stable")
+
+        def positions(chosen: np.ndarray) -> torch.Tensor:
+            pos = sorter[np.searchsorted(vertices, chosen, sorter=sorter)]
+            return torch.from_numpy(pos).to(self.device)
+
+        timings: list[ReadTiming] = []
+        reads = feature_reads(self.inputs, self.rank, vertices)
+        peer_requests: dict[int, np.ndarray] = {}
+        peer_tasks: dict[int, str] = {}
+        remote_requests: dict[int, list[np.ndarray]] = {}
+        remote_task_of: dict[int, str] = {}
+        for read in reads:
+            task = f"{prefix}.{read.kind}.{read.source}"
+            if read.kind == "local":
+                start = self.clock()
+                rows = self.cache.index_select(
+                    0, torch.from_numpy(self.cache_index[read.vertices]).to(self.device)
+                )
+                out[positions(read.vertices)] = rows
+                end = self.clock()
+                nbytes = tensor_bytes(rows)
+                self.counter.add("gather_local", nbytes)
+                timings.append(ReadTiming(task, "gather_local", start, end, nbytes))
+            elif read.kind == "host":
+                start = self.clock()
+                index = torch.from_numpy(self.host_index[read.vertices])
+                if self.device.type == "cuda":
+                    # Gather into pinned memory, then one DMA copy to the device.
+                    staged = self._staging(index.shape[0])
+                    torch.index_select(self.host, 0, index, out=staged)
+                    rows = staged.to(self.device, non_blocking=True)
+                else:
+                    rows = self.host.index_select(0, index)
+                out[positions(read.vertices)] = rows
+                end = self.clock()
+                nbytes = tensor_bytes(rows)
+                self.counter.add("h2d", nbytes)
+                timings.append(ReadTiming(task, "h2d", start, end, nbytes))
+            elif read.kind == "peer":
+                peer = self.gpu_worker[read.source]
+                peer_requests[peer] = read.vertices
+                peer_tasks[peer] = task
+            else:  # remote: from each owner process on that machine
+                owners = self.owner[read.vertices]
+                for w in np.unique(owners).tolist():
+                    remote_requests.setdefault(w, []).append(read.vertices[owners == w])
+                    remote_task_of[w] = task
+        if self.has_peers:
+            timings += self._fetch(
+                "d2d",
+                peer_requests,
+                peer_tasks,
+                self.cache,
+                self.cache_index,
+                self.peer_group,
+                out,
+                positions,
+            )
+        if self.has_remote:
+            merged = {w: np.unique(np.concatenate(parts)) for w, parts in remote_requests.items()}
+            timings += self._fetch(
+                "gather_remote",
+                merged,
+                remote_task_of,
+                self.host,
+                self.host_index,
+                self.remote_group,
+                out,
+                positions,
+            )
+        return out, timings
+
+    def _fetch(
+        self,
+        phase: str,
+        requests: dict[int, np.ndarray],
+        tasks: dict[int, str],
+        store: torch.Tensor,
+        index: np.ndarray,
+        group: dist.ProcessGroup | None,
+        out: torch.Tensor,
+        positions: Callable[[np.ndarray], torch.Tensor],
+    ) -> list[ReadTiming]:
+        """One exchange among all workers: each asks the others for rows of their ``store``.
+
+        Collective: every worker calls it in the same iteration, with or without requests.
+        Tensors live where the group's back end needs them: CPU for gloo, the GPU for NCCL.
+        A read's start is when the request counts have gone round (every worker has arrived at
+        the exchange): the time before is waiting for the slowest worker, which the trace shows
+        as queueing (ready to start), not as transfer.
+        """
+        world, me = self.world, self.rank
+        comm_device = self._comm_device(group)
+        counts = torch.zeros(world, dtype=torch.int64)
+        for w, ids in requests.items():
+            counts[w] = int(ids.shape[0])
+        gathered = [torch.zeros(world, dtype=torch.int64, device=comm_device) for _ in range(world)]
+        self.on_comm(True)
+        dist.all_gather(gathered, counts.to(comm_device), group=group)
+        self.on_comm(False)
+        start = self.clock()
+        self.counter.add(f"{phase}_index", tensor_bytes(counts) * (world - 1))
+        matrix = torch.stack([g.cpu() for g in gathered])  # matrix[a, b]: rows a asks of b
+        # Requests: my ids to each owner, the others' ids to me.
+        ops = []
+        asked: dict[int, torch.Tensor] = {}
+        for w in range(world):
+            if w == me:
+                continue
+            if matrix[me, w] > 0:
+                ids = torch.from_numpy(requests[w]).to(comm_device)
+                ops.append(dist.P2POp(dist.isend, ids, w, group=group))
+                self.counter.add(f"{phase}_index", tensor_bytes(ids))
+            if matrix[w, me] > 0:
+                asked[w] = torch.empty(int(matrix[w, me]), dtype=torch.int64, device=comm_device)
+                ops.append(dist.P2POp(dist.irecv, asked[w], w, group=group))
+        self._wait(ops)
+        # Answers: the rows each asked for, from my store; the rows I asked for, from theirs.
+        ops = []
+        incoming: dict[int, torch.Tensor] = {}
+        for w, ids in asked.items():
+            rows = store.index_select(0, torch.from_numpy(index[ids.cpu().numpy()]).to(store.device))
+            ops.append(dist.P2POp(dist.isend, rows.to(comm_device), w, group=group))
+        for w in range(world):
+            if w != me and matrix[me, w] > 0:
+                incoming[w] = torch.empty(
+                    (int(matrix[me, w]), self.dim), dtype=torch.float32, device=comm_device
+                )
+                ops.append(dist.P2POp(dist.irecv, incoming[w], w, group=group))
+        works = dist.batch_isend_irecv(ops) if ops else []
+        self.on_comm(True)
+        # Wait for sends and receives; note when each owner's rows arrived (waited in owner order).
+        arrived: dict[int, float] = {}
+        receives = [w for w in range(world) if w != me and matrix[me, w] > 0]
+        sends = len(ops) - len(receives)
+        for work in works[:sends]:
+            work.wait()
+        for w, work in zip(receives, works[sends:], strict=True):
+            work.wait()
+            rows = incoming[w].to(self.device, non_blocking=True)
+            out[positions(requests[w])] = rows
+            arrived[w] = self.clock()
+            self.counter.add(phase, tensor_bytes(incoming[w]))
+        self.on_comm(False)
+        # One timing per plan task: a task whose rows came from several owners ends with the last.
+        per_task: dict[str, ReadTiming] = {}
+        for w, task in tasks.items():
+            if w not in arrived:
+                continue
+            nbytes = tensor_bytes(incoming[w])
+            t = per_task.get(task)
+            if t is None:
+                per_task[task] = ReadTiming(task, phase, start, arrived[w], nbytes)
+            else:
+                t.end = max(t.end, arrived[w])
+                t.nbytes += nbytes
+        return list(per_task.values())
+
+    def _wait(self, ops: list) -> None:
+        if not ops:
+            return
+        self.on_comm(True)
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        self.on_comm(False)
+
+    def _comm_device(self, group: dist.ProcessGroup | None) -> torch.device:
+        backend = dist.get_backend(group)
+        return self.device if backend == "nccl" else torch.device("cpu")
