@@ -1,0 +1,360 @@
+"""``gnnwb realrun CONFIG.toml --workers N --device cpu|cuda``: real training, one process per worker.
+
+The launcher prepares the run once through the spine (:func:`workbench.run.prepare_run`:
+graph, partition, placement, the sampled epoch) and builds the scheme's plan, then starts
+one process per worker (``torch.multiprocessing``, spawn) that joins torch.distributed
+over 127.0.0.1 on a free port: gloo on CPU, NCCL when each worker has its own GPU (with a
+gloo group beside it for the host-to-host feature fetches). Each worker trains the
+configured epochs on the prepared minibatches (:mod:`realrun.worker`, the scheme under
+:mod:`realrun.schemes`) and appends its timed rows to its own part file; the launcher
+merges them into the run's folder (``--out``, default ``reports/runs/<name>-real/``):
+
+``trace.parquet``  the shared trace schema, rows named by the plan's task ids (:mod:`realrun.traces`)
+``results.csv``    per epoch: time, busy seconds and bytes per phase, loss, accuracy, measured vs planned bytes
+``run.json``       status (complete or the error), device, back end, library versions, limits
+``config.toml``    the configuration
+``parts/``         each worker's raw rows
+
+Across machines the same worker runs under torchrun (every process prepares the run
+itself; rank 0 gathers the rows and writes the folder)::
+
+    torchrun --nnodes 2 --nproc-per-node 1 --node-rank K \\
+        --rdzv-backend c10d --rdzv-endpoint HOST0:29500 \\
+        -m realrun.worker CONFIG.toml --device cuda --out reports/runs/NAME-real
+
+Failures. A watchdog polls every worker's status (phase, iteration, whether it is inside
+a call that waits for other workers) ten times a second:
+
+* a worker that raises reports where (an ``error`` line in its part file) and exits; a
+  worker that dies without a word (killed, ``os._exit``) shows by its exit code;
+* a worker that hangs outside communication leaves the others waiting in their next
+  collective: once one of them has waited ``--collective-timeout`` seconds, the hung
+  worker is named (its last phase and iteration);
+* ``--time-limit`` bounds the whole run.
+
+On any of these the launcher stops every other worker (SIGTERM, SIGKILL a second later),
+writes the trace of the rows written so far and the finished epochs' results, and
+fails with one line naming the worker. A worker that outlives its launcher ends itself
+(it watches its parent). The back end's own timeout is the collective timeout plus a
+margin, so the launcher decides first, and names the right worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.config import RunConfig, load_config
+from workbench.errors import ConfigError, WorkbenchError
+from workbench.plan import Plan
+from workbench.run import PreparedRun
+
+DEFAULT_TIME_LIMIT = 3600.0
+DEFAULT_COLLECTIVE_TIMEOUT = 120.0
+# Seconds the back end waits beyond the collective timeout before it gives up by itself.
+BACKEND_MARGIN = 30.0
+POLL = 0.1
+STOP_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
+FAILURE_SETTLE = 0.5  # after a first failure, how long to wait for the rest of the story
+
+
+class WorkerFailure(WorkbenchError):
+    """A worker died, raised or hung; the message names it."""
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    trace_rows: int
+    results: list[dict[str, Any]]
+    complete: bool
+    error: str | None = None
+
+    def describe(self) -> str:
+        lines = []
+        for r in self.results:
+            lines.append(
+                f"epoch {r['epoch']}: {r['epoch_s'] * 1e3:.1f} ms, loss {r['loss']:.4f}, "
+                f"train acc {r['train_acc']:.3f}, test acc {r['test_acc']:.3f}, "
+                f"bytes match plan: {r['bytes_match_plan']}"
+            )
+        lines.append(f"wrote {self.out}/: trace.parquet ({self.trace_rows:,} rows), results.csv, run.json")
+        return "\n".join(lines)
+
+
+def default_out(config: RunConfig) -> Path:
+    return Path("reports") / "runs" / f"{config.name}-real"
+
+
+def check_device(device: str, workers: int) -> None:
+    """A clear error for a device request this machine cannot serve."""
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"--device {device!r}; allowed: cpu, cuda")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                "--device cuda: this machine has no CUDA device that torch can use; use --device cpu"
+            )
+        have = torch.cuda.device_count()
+        if workers > have:
+            raise ConfigError(
+                f"--device cuda: {workers} workers need {workers} GPUs (one per worker), this machine has {have}"
+            )
+
+
+def prepare_real_run(
+    config_path: str | Path, workers: int | None, device: str, *, progress: bool = False
+) -> tuple[PreparedRun, Plan, RunConfig]:
+    """Load the configuration (``workers`` overrides ``[training] workers``), check the device and
+    the scheme, prepare the run and build its plan."""
+    from realrun.schemes import real_scheme
+    from workbench.run import prepare_run, strategy_config
+
+    config = load_config(config_path)
+    if workers is not None:
+        if workers < 1:
+            raise ConfigError(f"--workers must be >= 1, got {workers}")
+        config = dataclasses.replace(config, training=dataclasses.replace(config.training, workers=workers))
+    scheme = strategy_config(config, "execution")
+    real_scheme(scheme.name)  # type: ignore[union-attr]
+    prepared = prepare_run(config, progress=progress)
+    check_device(device, prepared.inputs.num_workers)
+    return prepared, prepared.plan(), config
+
+
+def free_port(port: int = 0) -> int:
+    """``port`` if it is free on 127.0.0.1 (0: any free port)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"--port {port}: in use on 127.0.0.1; pick another or leave --port out for a free one"
+                ) from None
+            raise
+        return int(s.getsockname()[1])
+
+
+def launch(
+    prepared: PreparedRun,
+    plan: Plan,
+    config_path: str | Path,
+    *,
+    device: str = "cpu",
+    out: Path | None = None,
+    epochs: int | None = None,
+    evaluate: bool = True,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT,
+    port: int = 0,
+) -> RunSummary:
+    """Run ``prepared`` for real with one process per worker; raises :class:`WorkerFailure` naming
+    the worker when one dies or hangs (after writing what the workers recorded)."""
+    import torch.multiprocessing as mp
+
+    from realrun.schemes.base import STATUS_FIELDS
+    from realrun.worker import FAULT_ENV, WorkerSetup, check_fault, spawned
+
+    if not time_limit > 0 or not collective_timeout > 0:
+        raise ConfigError("--time-limit and --collective-timeout must be positive")
+    world = prepared.inputs.num_workers
+    out = Path(out) if out is not None else default_out(prepared.config)
+    parts = out / "parts"
+    if parts.exists():
+        shutil.rmtree(parts)
+    parts.mkdir(parents=True)
+    for stale in ("trace.parquet", "results.csv", "run.json"):
+        (out / stale).unlink(missing_ok=True)
+    setup = WorkerSetup(
+        prepared=prepared,
+        task_index={t.id: k for k, t in enumerate(plan.tasks)},
+        device=device,
+        parts=str(parts),
+        epochs=epochs or prepared.config.training.epochs,
+        evaluate=evaluate,
+        backend_timeout=collective_timeout + BACKEND_MARGIN,
+        init_method=f"tcp://127.0.0.1:{free_port(port)}",
+        fault=check_fault(os.environ.get(FAULT_ENV)),
+    )
+    context = mp.get_context("spawn")
+    status = context.Array("d", world * len(STATUS_FIELDS), lock=False)
+    procs = [
+        context.Process(target=spawned, args=(rank, world, setup, status), name=f"gnnwb-worker-{rank}")
+        for rank in range(world)
+    ]
+    started = time.monotonic()
+    error: str | None = None
+    try:
+        for p in procs:
+            p.start()
+        error = _watch(procs, status, parts, started, time_limit, collective_timeout)
+    finally:
+        _stop(procs)
+    summary = finish_run(prepared, plan, out, config_path, complete=error is None, error=error)
+    if error is not None:
+        raise WorkerFailure(
+            f"{error}; stopped the other workers; kept {summary.trace_rows} trace rows and "
+            f"{len(summary.results)} finished epoch(s) in {out}/"
+        )
+    return summary
+
+
+def _watch(
+    procs: list[Any], status: Any, parts: Path, started: float, time_limit: float, collective_timeout: float
+) -> str | None:
+    """Poll the workers until all finish (None) or one fails, hangs or time runs out (the reason)."""
+    from realrun.schemes.base import STATUS_PHASES, read_status
+
+    world = len(procs)
+    while True:
+        codes = [p.exitcode for p in procs]
+        if all(c == 0 for c in codes):
+            return None
+        if any(c not in (None, 0) for c in codes):
+            time.sleep(FAILURE_SETTLE)  # let the others' reports of the same failure arrive
+            return _diagnose_failure(procs, status, parts)
+        now = time.monotonic()
+        if now - started > time_limit:
+            states = [read_status(status, w) for w in range(world)]
+            where = ", ".join(
+                f"worker {w}: {STATUS_PHASES[int(s['phase'])]} iteration {int(s['iteration'])}"
+                for w, s in enumerate(states)
+            )
+            return f"time limit of {time_limit:g} s reached ({where})"
+        states = [read_status(status, w) for w in range(world)]
+        if all(s["joined"] for s in states):
+            waiting = [
+                w
+                for w, s in enumerate(states)
+                if codes[w] is None and s["in_comm"] and now - s["since"] > collective_timeout
+            ]
+            hung = _diagnose_hang(states, codes, waiting, now, collective_timeout) if waiting else None
+            if hung is not None:
+                return hung
+        time.sleep(POLL)
+
+
+def _where(state: dict[str, float]) -> str:
+    from realrun.schemes.base import STATUS_PHASES
+
+    return f"epoch {int(state['epoch'])} iteration {int(state['iteration'])}, {STATUS_PHASES[int(state['phase'])]}"
+
+
+def _diagnose_hang(
+    states: list[dict[str, float]], codes: list[int | None], waiting: list[int], now: float, timeout: float
+) -> str | None:
+    """Name the worker(s) the others wait for: alive and not in a communication call; if every
+    live worker waits, the one that got least far."""
+    from realrun.schemes.base import STATUS_PHASES, UNWATCHED_PHASES
+
+    alive = [w for w, c in enumerate(codes) if c is None]
+    stuck = [w for w in alive if not states[w]["in_comm"]]
+    exempt = [w for w in stuck if STATUS_PHASES[int(states[w]["phase"])] in UNWATCHED_PHASES]
+    if stuck and len(exempt) == len(stuck):
+        return None  # they wait for long local work (evaluation): the time limit bounds it
+    if not stuck:
+        progress = {w: (states[w]["epoch"], states[w]["iteration"]) for w in alive}
+        least = min(progress.values())
+        stuck = [w for w in alive if progress[w] == least]
+    names = ", ".join(f"worker {w}" for w in stuck)
+    idle = max(now - states[w]["since"] for w in stuck)
+    return (
+        f"{names} hung ({_where(states[stuck[0]])}; no progress for {idle:.1f} s) while worker(s) "
+        f"{', '.join(map(str, waiting))} waited for it over {timeout:g} s in a collective"
+    )
+
+
+def _diagnose_failure(procs: list[Any], status: Any, parts: Path) -> str:
+    """The first worker that failed on its own (raised outside communication, or died), else the
+    first that failed at all."""
+    from realrun.schemes.base import read_status
+    from realrun.traces import read_parts
+
+    world = len(procs)
+    records = read_parts(parts, world)
+    codes = [p.exitcode for p in procs]
+    reports = []
+    for w, code in enumerate(codes):
+        if code in (None, 0):
+            continue
+        err = records.errors.get(w)
+        if err is None:
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            reports.append((0, w, f"worker {w} died ({how}) at {_where(read_status(status, w))}"))
+        else:
+            where = f"epoch {err['epoch']} iteration {err['iteration']}, {err['where']}"
+            text = f"worker {w} raised {err['type']}: {err['message']} ({where})"
+            reports.append((1 if err["in_comm"] else 0, w, text))
+    reports.sort()
+    return reports[0][2]
+
+
+def _stop(procs: list[Any]) -> None:
+    """SIGTERM every live worker, SIGKILL the ones still there a moment later, reap them all."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + STOP_GRACE
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def finish_run(
+    prepared: PreparedRun,
+    plan: Plan,
+    out: Path,
+    config_path: str | Path,
+    *,
+    complete: bool,
+    error: str | None = None,
+) -> RunSummary:
+    """Merge the part files into ``trace.parquet``, ``results.csv`` and ``run.json`` under ``out``."""
+    import pandas as pd
+
+    from realrun.traces import build_real_trace, epoch_results, read_parts
+    from workbench.trace import write_trace
+
+    inputs = prepared.inputs
+    world = inputs.num_workers
+    records = read_parts(out / "parts", world)
+    device_workers = {gpu: w for w, gpu in enumerate(inputs.workers)}
+    trace = build_real_trace(plan, records, prepared.config.name, device_workers)
+    write_trace(trace, out / "trace.parquet")
+    results = epoch_results(prepared, plan, trace, records) if len(trace) else []
+    pd.DataFrame(results).to_csv(out / "results.csv", index=False)
+    if Path(config_path).resolve() != (out / "config.toml").resolve():
+        shutil.copyfile(config_path, out / "config.toml")
+    first = records.starts.get(0, {})
+    meta = {
+        "status": "complete" if complete else "failed",
+        "error": error,
+        "run": prepared.config.name,
+        "scheme": prepared.scheme.registered_name,
+        "workers": world,
+        "epochs_finished": len(results),
+        "device": first.get("device"),
+        "device_name": first.get("device_name"),
+        "backend": first.get("backend"),
+        "torch": first.get("torch"),
+        "cuda": first.get("cuda"),
+        "hosts": sorted({s.get("host", "") for s in records.starts.values()}),
+        "errors": {str(w): {k: v for k, v in e.items() if k != "t"} for w, e in records.errors.items()},
+    }
+    (out / "run.json").write_text(json.dumps(meta, indent=1, default=str))
+    return RunSummary(out, len(trace), results, complete, error)

@@ -1,0 +1,195 @@
+"""What a real scheme gets from its worker process: the run, the device, the feature store,
+communication groups, a clock, and one call to record each planned task it ran.
+
+A scheme's ``run_epoch(ctx, epoch)`` trains one epoch on worker ``ctx.rank`` and calls
+:meth:`WorkerContext.row` once per plan task it carried out (a collective: once per
+worker, each for its own device). Rows go to the worker's part file at once (a line
+each, flushed), so a run that fails later keeps them. Times come from
+:meth:`WorkerContext.now`, which synchronises the device first on a GPU, so a row's end
+is when its work really finished.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from realrun.feature_store import ByteCounter, FeatureStore
+from workbench.config import RunConfig
+from workbench.strategies.execution.base import SchemeInputs
+
+# What a worker is doing, as the launcher's watchdog sees it (the status array's phase code).
+STATUS_PHASES = (
+    "starting",
+    "joining",
+    "setup",
+    "sample",
+    "gather",
+    "forward",
+    "backward",
+    "allreduce",
+    "update",
+    "evaluate",
+    "barrier",
+    "done",
+)
+# Long local work the others may wait for in a collective without it being a hang (the
+# time limit still bounds it).
+UNWATCHED_PHASES = ("starting", "setup", "evaluate", "done")
+STATUS_FIELDS = ("phase", "iteration", "epoch", "in_comm", "since", "joined")
+# Engine of each phase's rows, in the simulator's vocabulary (workbench/trace.py).
+PHASE_ENGINE = {
+    "sample": "cpu",
+    "gather_local": "compute",
+    "h2d": "h2d",
+    "d2d": "d2d",
+    "gather_remote": "net",
+    "forward": "compute",
+    "backward": "compute",
+    "allreduce": "collective",
+    "update": "compute",
+}
+
+
+class Status:
+    """One worker's slot in the launcher's shared status array (no-op without one: torchrun)."""
+
+    def __init__(self, array: Any | None, rank: int) -> None:
+        self.array = array
+        self.base = rank * len(STATUS_FIELDS)
+        # The worker's own copy: an error report says where the worker was.
+        self.where = "starting"
+        self.iteration = -1
+        self.epoch = 0
+        self.in_comm = False
+
+    def _put(self, name: str, value: float) -> None:
+        if self.array is not None:
+            self.array[self.base + STATUS_FIELDS.index(name)] = float(value)
+
+    def phase(self, name: str, iteration: int | None = None, epoch: int | None = None) -> None:
+        self.where = name
+        self._put("phase", STATUS_PHASES.index(name))
+        if iteration is not None:
+            self.iteration = iteration
+            self._put("iteration", iteration)
+        if epoch is not None:
+            self.epoch = epoch
+            self._put("epoch", epoch)
+        self._put("since", time.monotonic())
+
+    def comm(self, busy: bool) -> None:
+        """Entering (True) or leaving (False) a call that waits for other workers."""
+        self.in_comm = busy
+        self._put("in_comm", 1.0 if busy else 0.0)
+        self._put("since", time.monotonic())
+
+    def joined(self) -> None:
+        self._put("joined", 1.0)
+
+
+def read_status(array: Any, rank: int) -> dict[str, float]:
+    base = rank * len(STATUS_FIELDS)
+    return {name: float(array[base + k]) for k, name in enumerate(STATUS_FIELDS)}
+
+
+class PartLog:
+    """The worker's part file: one JSON object per line, written and flushed as it goes."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.file = path.open("w", buffering=1)
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.file.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass
+class WorkerContext:
+    """Everything a real scheme needs on worker ``rank``."""
+
+    rank: int
+    world: int
+    device: torch.device
+    config: RunConfig
+    inputs: SchemeInputs
+    task_index: dict[str, int]  # plan task id -> its position in the plan
+    store: FeatureStore | None  # set once the context exists (the store reads its clock)
+    counter: ByteCounter
+    log: PartLog
+    status: Status
+    t0: float  # perf_counter at the run's start (after every worker joined)
+    group: dist.ProcessGroup | None = None  # the main group (gradients): gloo or NCCL
+    state: dict[str, Any] = field(default_factory=dict)  # the scheme's own (model, optimizer, ...)
+    epoch: int = 0
+    fault: str | None = None  # test-only fault injection (realrun.worker.FAULT_ENV)
+
+    def begin_iteration(self, iteration: int) -> None:
+        """Schemes call this first in every iteration."""
+        self.status.phase("sample", iteration, self.epoch)
+        if self.fault:
+            from realrun.worker import inject_fault
+
+            inject_fault(self.fault, self.rank, self.epoch, iteration)
+
+    @property
+    def gpu(self) -> str:
+        """The plan's name of this worker's GPU."""
+        return self.inputs.workers[self.rank]
+
+    @property
+    def host(self) -> str:
+        return self.inputs.host_of_worker(self.rank)
+
+    def now(self) -> float:
+        """Seconds since the run's start, after the device has finished what was queued."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - self.t0
+
+    def row(
+        self,
+        task: str,
+        phase: str,
+        start: float,
+        end: float,
+        nbytes: int = 0,
+        device: str | None = None,
+    ) -> None:
+        """Record plan task ``task`` as run from ``start`` to ``end``, having moved ``nbytes``."""
+        if task not in self.task_index:
+            raise RuntimeError(f"worker {self.rank} ran task {task!r}, which the plan does not have")
+        self.log.write(
+            {
+                "t": "row",
+                "task": self.task_index[task],
+                "device": device or self.gpu,
+                "engine": PHASE_ENGINE.get(phase, "compute"),
+                "start": start,
+                "end": end,
+                "bytes": int(nbytes),
+                "epoch": self.epoch,
+            }
+        )
+
+    def comm(self, busy: bool) -> None:
+        self.status.comm(busy)
+
+
+def make_optimizer(name: str, params: Any, lr: float) -> torch.optim.Optimizer:
+    """The optimizer the configuration names (its state is what the plan keeps resident)."""
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    return torch.optim.SGD(params, lr=lr)

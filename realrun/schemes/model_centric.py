@@ -1,0 +1,152 @@
+"""``model-centric`` for real: DGL-style data parallel training, as the plan
+(:mod:`workbench.strategies.execution.model_centric`) describes it.
+
+Every worker holds a full copy of the model (the same initial weights: the layers are
+built from the run's seed). Per iteration ``i``, worker ``w``:
+
+1. takes its minibatch ``epoch[i][w]`` from the run's sampled epoch (the very
+   minibatches the plan was built from; the spine sampled them with the workbench's
+   samplers before the run and caches them on disk) and puts its blocks and labels on
+   the device (``sample``: the handover of a sampled minibatch, not the sampling);
+2. gathers the input features through the feature store: its GPU cache
+   (``gather_local``), its host memory (``h2d``), a peer GPU's cache (``d2d``) and
+   the other machines' host memory (``gather_remote``, real point-to-point);
+3. runs forward then backward layer by layer, each layer timed on its own: layer
+   ``l``'s input is the previous layer's output detached, so its backward is one
+   ``backward`` call that ends with the gradient of that input, which the previous
+   layer's backward then starts from (the loss is computed in the last layer's forward);
+4. all-reduces the flattened gradients (``torch.distributed.all_reduce``, sum, then
+   divided by the workers) and steps the optimizer the configuration names.
+
+Loss (cross entropy) and accuracy are those of the minibatch's seeds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn import functional as F
+
+from realrun.feature_store import tensor_bytes
+from realrun.layers import TensorBlock, build_layers
+from realrun.schemes.base import WorkerContext, make_optimizer
+
+
+def setup(ctx: WorkerContext) -> None:
+    """The model copy and its optimizer, once per run."""
+    if "model" in ctx.state:
+        return
+    model = build_layers(ctx.inputs.model, seed=ctx.config.seed).to(ctx.device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    ctx.state["model"] = model
+    ctx.state["params"] = params
+    ctx.state["optimizer"] = make_optimizer(
+        ctx.config.training.optimizer, params, ctx.config.training.learning_rate
+    )
+
+
+def run_epoch(ctx: WorkerContext, epoch: int) -> dict[str, Any]:
+    """Train one epoch; returns this worker's loss sum, correct predictions and seed count."""
+    setup(ctx)
+    totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
+    for it in range(ctx.inputs.num_iterations):
+        loss, correct, seeds = iteration(ctx, epoch, it)
+        totals["loss_sum"] += loss * seeds
+        totals["correct"] += correct
+        totals["seeds"] += seeds
+    return totals
+
+
+def iteration(ctx: WorkerContext, epoch: int, it: int) -> tuple[float, int, int]:
+    inputs, rank, device = ctx.inputs, ctx.rank, ctx.device
+    model = ctx.state["model"]
+    prefix = f"i{it}.w{rank}"
+    num_layers = inputs.model.num_layers
+
+    ctx.begin_iteration(it)
+    start = ctx.now()
+    mb = inputs.epoch[it][rank]
+    blocks = [TensorBlock.from_block(b, device) for b in mb.blocks]
+    labels = torch.as_tensor(np.asarray(inputs.graph.labels[mb.blocks[-1].dst_nodes], dtype=np.int64)).to(
+        device
+    )
+    ctx.row(f"{prefix}.sample", "sample", start, ctx.now(), device=ctx.host)
+
+    ctx.status.phase("gather", it)
+    x, reads = ctx.store.gather(mb.input_nodes, prefix)
+    for read in reads:
+        ctx.row(read.task, read.phase, read.start, read.end, read.nbytes)
+
+    ins: list[torch.Tensor] = []
+    outs: list[torch.Tensor] = []
+    loss = torch.zeros(())
+    correct = 0
+    for layer in range(num_layers):
+        ctx.status.phase("forward", it)
+        start = ctx.now()
+        h = x if layer == 0 else outs[-1].detach().requires_grad_()
+        out = model.layer_forward(layer, blocks[layer], h, blocks[layer].edge_weight)
+        if layer == num_layers - 1:
+            loss = F.cross_entropy(out, labels)
+            correct = int((out.argmax(dim=1) == labels).sum())
+        ins.append(h)
+        outs.append(out)
+        ctx.row(f"{prefix}.fwd{layer}", "forward", start, ctx.now())
+    for layer in reversed(range(num_layers)):
+        ctx.status.phase("backward", it)
+        start = ctx.now()
+        if layer == num_layers - 1:
+            loss.backward()
+        else:
+            outs[layer].backward(ins[layer + 1].grad)
+        ctx.row(f"{prefix}.bwd{layer}", "backward", start, ctx.now())
+
+    params = ctx.state["params"]
+    ctx.status.phase("allreduce", it)
+    start = ctx.now()
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    ctx.comm(True)
+    dist.all_reduce(flat, group=ctx.group)
+    ctx.comm(False)
+    flat /= ctx.world
+    nbytes = tensor_bytes(flat)
+    ctx.counter.add("allreduce", nbytes)
+    ctx.row(f"i{it}.allreduce", "allreduce", start, ctx.now(), nbytes)
+
+    ctx.status.phase("update", it)
+    start = ctx.now()
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad.copy_(flat[offset : offset + n].view_as(p))
+        offset += n
+    ctx.state["optimizer"].step()
+    ctx.state["optimizer"].zero_grad(set_to_none=False)
+    ctx.row(f"{prefix}.update", "update", start, ctx.now())
+    return float(loss.detach()), correct, int(labels.shape[0])
+
+
+@torch.no_grad()
+def evaluate(ctx: WorkerContext) -> float:
+    """Test accuracy of this worker's model copy over the whole graph (every layer on every
+    vertex's full in-neighbourhood). Reads the graph's full feature matrix: evaluation is
+    outside the run's accounted transfers and timed phases."""
+    graph = ctx.inputs.graph
+    if graph.test_mask is None or not graph.test_mask.any():
+        return float("nan")
+    setup(ctx)
+    n = graph.num_nodes
+    full = TensorBlock(
+        torch.from_numpy(graph.indices).to(ctx.device),
+        torch.from_numpy(graph.edge_dst()).to(ctx.device),
+        n,
+        n,
+    )
+    x = torch.from_numpy(np.ascontiguousarray(graph.features(), dtype=np.float32)).to(ctx.device)
+    out = ctx.state["model"]([full] * ctx.inputs.model.num_layers, x)
+    test = torch.from_numpy(np.flatnonzero(graph.test_mask)).to(ctx.device)
+    labels = torch.as_tensor(np.asarray(graph.labels, dtype=np.int64)).to(ctx.device)
+    return float((out[test].argmax(dim=1) == labels[test]).float().mean())

@@ -1,0 +1,306 @@
+"""One training worker: joins torch.distributed, builds its feature store, trains the epochs.
+
+The same :func:`run_worker` runs under the launcher (:mod:`realrun.launcher`, one
+spawned process per worker on one machine) and under ``torchrun`` across machines::
+
+    # on each of 2 machines (node ranks 0 and 1), one worker per GPU:
+    torchrun --nnodes 2 --nproc-per-node 1 --node-rank K \\
+        --rdzv-backend c10d --rdzv-endpoint HOST0:29500 \\
+        -m realrun.worker CONFIG.toml --device cuda --out reports/runs/NAME-real
+
+Under torchrun every process prepares the run itself from the configuration (graph,
+partition, placement, the sampled epoch: all deterministic for the configuration's
+seed, and cached on disk), ranks come from torchrun's environment, and rank 0 gathers
+every worker's trace rows (``torch.distributed.gather_object``) and writes the run's
+folder. torchrun's own agent stops the other workers when one fails; the launcher's
+watchdog (hang detection naming the worker) is the single-machine launcher's.
+
+A worker writes its part file ``parts/rank{R}.jsonl`` as it goes: a line per timed plan
+task (``row``), per epoch start and end (with the bytes it moved and its loss and
+accuracy), and, if it fails, an ``error`` line saying what and where (inside a
+communication call or not, which tells the launcher a worker that failed from one that
+only gave up waiting for it).
+
+Test-only fault injection: the environment variable ``GNNWB_REALRUN_FAULT`` set to
+``KIND:RANK:ITERATION`` (``KIND``: ``raise``, ``hang`` or ``exit``) makes worker ``RANK``
+raise, sleep forever, or die without a word at the start of that iteration of its first
+epoch. The launcher's tests use it to check that failures end the run cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from realrun.feature_store import ByteCounter, FeatureStore
+from realrun.schemes import real_scheme
+from realrun.schemes.base import PartLog, Status, WorkerContext
+from workbench.run import PreparedRun
+
+FAULT_ENV = "GNNWB_REALRUN_FAULT"
+FAULT_KINDS = ("raise", "hang", "exit")
+
+
+@dataclass
+class WorkerSetup:
+    """What every worker needs (pickled to each spawned process)."""
+
+    prepared: PreparedRun
+    task_index: dict[str, int]  # plan task id -> position in the plan
+    device: str  # "cpu" or "cuda"
+    parts: str  # folder of the part files
+    epochs: int
+    evaluate: bool
+    backend_timeout: float  # seconds a collective may wait before the back end gives up
+    init_method: str  # "tcp://127.0.0.1:PORT" (launcher) or "env://" (torchrun)
+    fault: str | None = None
+    collect: bool = False  # gather every part file to rank 0 at the end (torchrun)
+
+
+def part_path(parts: str | Path, rank: int) -> Path:
+    return Path(parts) / f"rank{rank}.jsonl"
+
+
+def inject_fault(spec: str, rank: int, epoch: int, iteration: int) -> None:
+    """Carry out ``spec`` (``KIND:RANK:ITERATION``) if it names this worker and iteration."""
+    kind, target, at = spec.split(":")
+    if int(target) != rank or int(at) != iteration or epoch != 0:
+        return
+    if kind == "raise":
+        raise RuntimeError(f"injected fault ({FAULT_ENV}={spec})")
+    if kind == "hang":
+        while True:
+            time.sleep(3600)
+    if kind == "exit":
+        os._exit(17)
+
+
+def check_fault(spec: str | None) -> str | None:
+    if not spec:
+        return None
+    parts = spec.split(":")
+    if len(parts) != 3 or parts[0] not in FAULT_KINDS or not parts[1].isdigit() or not parts[2].isdigit():
+        raise ValueError(f"{FAULT_ENV}={spec!r}: expected KIND:RANK:ITERATION with KIND in {FAULT_KINDS}")
+    return spec
+
+
+def spawned(rank: int, world: int, setup: WorkerSetup, status_array: Any) -> None:
+    """The launcher's process target: worker ``rank`` of ``world`` on this machine."""
+    _exit_with_parent()
+    code = run_worker(rank, world, rank, setup, Status(status_array, rank))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown: gloo's threads can make it slow
+
+
+def _exit_with_parent() -> None:
+    """End this worker if the launcher dies (no orphan keeps a port or a core)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def run_worker(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: Status) -> int:
+    """Train as worker ``rank``; 0 when it finished, 1 when it failed (an ``error`` line says why)."""
+    log = PartLog(part_path(setup.parts, rank))
+    try:
+        _train(rank, world, local_rank, setup, status, log)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every failure is reported, then the worker ends
+        log.write(
+            {
+                "t": "error",
+                "rank": rank,
+                "type": type(exc).__name__,
+                "message": str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+                "in_comm": status.in_comm,
+                "where": status.where,
+                "epoch": status.epoch,
+                "iteration": status.iteration,
+                "traceback": traceback.format_exc(),
+            }
+        )
+        return 1
+    finally:
+        log.close()
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - a broken group may not tear down cleanly
+                pass
+
+
+def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: Status, log: PartLog) -> None:
+    prepared = setup.prepared
+    inputs = prepared.inputs
+    cuda = setup.device == "cuda"
+    device = torch.device(f"cuda:{local_rank}") if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
+    scheme = real_scheme(prepared.scheme.registered_name)
+
+    status.phase("joining")
+    status.comm(True)
+    dist.init_process_group(
+        "nccl" if cuda else "gloo",
+        init_method=setup.init_method,
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=setup.backend_timeout),
+    )
+    # Feature fetches are host memory to host memory (over TCP), so they take a gloo group
+    # even when gradients go over NCCL.
+    remote_group = dist.new_group(backend="gloo") if cuda else None
+    status.comm(False)
+    status.phase("setup")
+    counter = ByteCounter()
+    ctx = WorkerContext(
+        rank=rank,
+        world=world,
+        device=device,
+        config=prepared.config,
+        inputs=inputs,
+        task_index=setup.task_index,
+        store=None,
+        counter=counter,
+        log=log,
+        status=status,
+        t0=time.perf_counter(),
+        fault=setup.fault,
+    )
+    ctx.store = FeatureStore(
+        inputs,
+        rank,
+        device,
+        inputs.graph.features,
+        counter,
+        ctx.now,
+        remote_group=remote_group,
+        on_comm=status.comm,
+    )
+    scheme.setup(ctx)
+    status.phase("barrier")
+    status.comm(True)
+    dist.barrier()
+    status.comm(False)
+    status.joined()
+    ctx.t0 = time.perf_counter()  # every worker's clock starts as the barrier releases them
+    log.write(
+        {
+            "t": "start",
+            "rank": rank,
+            "pid": os.getpid(),
+            "world": world,
+            "device": str(device),
+            "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
+            "backend": dist.get_backend(),
+            "host": socket.gethostname(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda if cuda else None,
+        }
+    )
+    counter.take()  # setup moved nothing the plan counts
+    for epoch in range(setup.epochs):
+        ctx.epoch = epoch
+        status.phase("barrier", epoch=epoch)
+        status.comm(True)
+        dist.barrier()
+        status.comm(False)
+        log.write({"t": "epoch_start", "epoch": epoch, "time": ctx.now()})
+        totals = scheme.run_epoch(ctx, epoch)
+        end = ctx.now()
+        test_acc = None
+        if setup.evaluate and rank == 0:
+            status.phase("evaluate")
+            test_acc = scheme.evaluate(ctx)
+        log.write(
+            {
+                "t": "epoch_end",
+                "epoch": epoch,
+                "time": end,
+                "bytes": counter.take(),
+                "test_acc": test_acc,
+                **totals,
+            }
+        )
+    status.phase("barrier")
+    status.comm(True)
+    dist.barrier()
+    status.comm(False)
+    log.write({"t": "done", "rank": rank})
+    status.phase("done")
+    if setup.collect:
+        log.file.flush()
+        _collect_parts(rank, world, setup.parts)
+
+
+def _collect_parts(rank: int, world: int, parts: str) -> None:
+    """Rank 0 gets every worker's part file (machines need not share a file system)."""
+    text = part_path(parts, rank).read_text()
+    gathered: list[Any] | None = [None] * world if rank == 0 else None
+    dist.gather_object(text, gathered, dst=0)
+    if rank == 0 and gathered is not None:
+        for w, body in enumerate(gathered):
+            if w != 0:
+                part_path(parts, w).write_text(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``torchrun ... -m realrun.worker CONFIG.toml --device cpu|cuda [--out DIR]``."""
+    from realrun.launcher import DEFAULT_COLLECTIVE_TIMEOUT, default_out, finish_run, prepare_real_run
+
+    parser = argparse.ArgumentParser(prog="python -m realrun.worker", description=main.__doc__)
+    parser.add_argument("config")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--no-eval", action="store_true")
+    parser.add_argument("--collective-timeout", type=float, default=DEFAULT_COLLECTIVE_TIMEOUT)
+    args = parser.parse_args(argv)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    prepared, plan, config = prepare_real_run(args.config, world, args.device, progress=rank == 0)
+    out = Path(args.out) if args.out else default_out(config)
+    parts = out / "parts"
+    parts.mkdir(parents=True, exist_ok=True)
+    setup = WorkerSetup(
+        prepared=prepared,
+        task_index={t.id: k for k, t in enumerate(plan.tasks)},
+        device=args.device,
+        parts=str(parts),
+        epochs=args.epochs or config.training.epochs,
+        evaluate=not args.no_eval,
+        backend_timeout=args.collective_timeout,
+        init_method="env://",
+        fault=check_fault(os.environ.get(FAULT_ENV)),
+        collect=True,
+    )
+    code = run_worker(rank, world, local_rank, setup, Status(None, rank))
+    if code == 0 and rank == 0:
+        summary = finish_run(prepared, plan, out, args.config, complete=True)
+        print(summary.describe())
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

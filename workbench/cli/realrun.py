@@ -1,0 +1,111 @@
+"""``gnnwb realrun CONFIG.toml --workers N --device cpu|cuda``: train a configuration for real.
+
+One process per worker with torch.distributed between them (gloo on CPU, NCCL on GPUs);
+writes the run's folder (``--out``, default ``reports/runs/<name>-real/``): the trace
+(the simulator's schema, rows named by the plan's tasks), per-epoch results (time,
+bytes by phase measured and planned, loss, accuracy), ``run.json`` and the configuration.
+See :mod:`realrun.launcher` for failure handling and the torchrun command across machines.
+The executor is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "realrun",
+        help="train a run configuration for real: one process per worker, torch.distributed",
+        description="Train CONFIG.toml for real with one process per worker (gloo on CPU, NCCL on "
+        "GPUs) on the same minibatches as its plan, and write a trace and per-epoch results that "
+        "read like a simulated run's. A worker that dies or hangs ends the run with an error that "
+        "names it; the rows written so far are kept.",
+    )
+    p.add_argument("config", metavar="CONFIG.toml", help="a run configuration (examples/configs/)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes, one per GPU of the configured cluster in its order "
+        "(default: [training] workers, else every GPU)",
+    )
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the workers train: cpu (gloo) or cuda (one GPU per worker, NCCL)",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", default=None, help="the run's folder (default reports/runs/<name>-real/)"
+    )
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="epochs over the same sampled minibatches (default: [training] epochs)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds the whole run may take before it is stopped (default 3600)",
+    )
+    p.add_argument(
+        "--collective-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds a worker may wait for the others in a collective before the run is stopped "
+        "and the worker they wait for is named (default 120)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="TCP port on 127.0.0.1 for the workers' rendezvous (default: a free one)",
+    )
+    p.add_argument(
+        "--no-eval", action="store_true", help="skip the test accuracy evaluation after each epoch"
+    )
+    p.set_defaults(handler=run_realrun)
+
+
+def run_realrun(args: argparse.Namespace) -> int:
+    from realrun.launcher import (
+        DEFAULT_COLLECTIVE_TIMEOUT,
+        DEFAULT_TIME_LIMIT,
+        launch,
+        prepare_real_run,
+    )
+    from workbench.errors import ConfigError
+    from workbench.trace import phase_table, read_trace
+
+    if args.epochs is not None and args.epochs < 1:
+        raise ConfigError(f"--epochs must be >= 1, got {args.epochs}")
+    prepared, plan, config = prepare_real_run(args.config, args.workers, args.device, progress=True)
+    inputs = prepared.inputs
+    print(
+        f"{config.name}: {prepared.scheme.registered_name} for real on {args.device}, {inputs.graph.name} "
+        f"({inputs.graph.num_nodes:,} vertices), {inputs.num_workers} workers x {inputs.num_iterations} "
+        f"iterations, {len(plan.tasks):,} planned tasks",
+        flush=True,
+    )
+    summary = launch(
+        prepared,
+        plan,
+        args.config,
+        device=args.device,
+        out=args.out,
+        epochs=args.epochs,
+        evaluate=not args.no_eval,
+        time_limit=args.time_limit or DEFAULT_TIME_LIMIT,
+        collective_timeout=args.collective_timeout or DEFAULT_COLLECTIVE_TIMEOUT,
+        port=args.port,
+    )
+    for line in phase_table(read_trace(summary.out / "trace.parquet")):
+        print(line)
+    print(summary.describe())
+    return 0
