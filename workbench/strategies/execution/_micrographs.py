@@ -44,7 +44,7 @@ import numpy as np
 
 from workbench.errors import ConfigError
 from workbench.strategies.execution.base import SchemeInputs
-from workbench.strategies.sampling.base import Minibatch
+from workbench.strategies.sampling.base import Block, Minibatch
 
 MINIBATCHES = ("global", "as-sampled")
 MINIBATCHES_HELP = (
@@ -96,20 +96,37 @@ def cut_subtree(
 ) -> tuple[list[tuple[int, int, int]], np.ndarray, np.ndarray]:
     """The trees of the roots ``mb.seeds[positions]``: per-layer sizes, layer-0 source ids, layer-0 edge sources."""
     blocks = mb.blocks
-    keep_dst = np.zeros(blocks[-1].num_dst, dtype=bool)
-    keep_dst[positions] = True
+    # Kept vertices as sorted positions (a tree is a small part of its minibatch's blocks, so
+    # index lists beat masks over whole blocks). A destination is its own source too, at the
+    # same position (blocks[l].src_nodes starts with blocks[l].dst_nodes).
+    keep = distinct(np.asarray(positions, dtype=np.int64))
     sizes: list[tuple[int, int, int]] = []
-    keep_src = keep_dst
-    edges = np.zeros(0, dtype=bool)
+    edges: np.ndarray = np.zeros(0, dtype=np.int64)
     for block in reversed(blocks):
-        edges = keep_dst[block.edge_dst]
-        keep_src = np.zeros(block.num_src, dtype=bool)
-        keep_src[: block.num_dst] = keep_dst  # a destination reads its own previous representation
-        keep_src[block.edge_src[edges]] = True
-        sizes.append((int(keep_src.sum()), int(keep_dst.sum()), int(edges.sum())))
-        keep_dst = keep_src  # blocks[l].src_nodes == blocks[l - 1].dst_nodes
+        edges = _edges_into(block, keep)
+        sources = distinct(np.concatenate((keep, block.edge_src[edges])))
+        sizes.append((int(sources.shape[0]), int(keep.shape[0]), int(edges.shape[0])))
+        keep = sources  # blocks[l].src_nodes == blocks[l - 1].dst_nodes
     first = blocks[0]
-    return sizes[::-1], first.src_nodes[keep_src], first.src_nodes[first.edge_src[edges]]
+    return sizes[::-1], first.src_nodes[keep], first.src_nodes[first.edge_src[edges]]
+
+
+def _edges_into(block: Block, kept: np.ndarray) -> np.ndarray:
+    """Indices of the block's edges into the destinations at positions ``kept`` (sorted), in edge order.
+
+    With edges grouped by destination (the samplers' output) only the kept destinations'
+    ranges are visited.
+    """
+    offsets = block.dst_offsets()
+    if offsets is None:
+        return np.flatnonzero(np.isin(block.edge_dst, kept))
+    starts, ends = offsets[kept], offsets[kept + 1]
+    counts = ends - starts
+    if not counts.size:
+        return np.zeros(0, dtype=np.int64)
+    # starts[k] + 0 .. counts[k] - 1 for every kept destination k, concatenated.
+    first = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    return first + np.arange(int(counts.sum()), dtype=np.int64)
 
 
 def micrographs(row: list[Minibatch], roots: np.ndarray) -> Micrographs:

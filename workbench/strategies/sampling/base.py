@@ -52,6 +52,18 @@ class Block:
     def num_edges(self) -> int:
         return int(self.edge_src.shape[0])
 
+    def dst_offsets(self) -> np.ndarray | None:
+        """Where each destination's edges start, when edges are grouped by destination (the
+        workbench's samplers emit them so): destination ``j``'s edges are
+        ``offsets[j]:offsets[j + 1]``. None when they are not grouped. Computed once per block."""
+        cached = self.__dict__.get("_dst_offsets", False)
+        if cached is False:
+            d = self.edge_dst
+            grouped = d.shape[0] < 2 or bool(np.all(d[1:] >= d[:-1]))
+            cached = np.searchsorted(d, np.arange(self.num_dst + 1)) if grouped else None
+            self.__dict__["_dst_offsets"] = cached
+        return cached
+
 
 @dataclass
 class Minibatch:
