@@ -107,8 +107,10 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         + (
             ""
             if holds
-            else "Where it is behind, the iteration time is set by halo transfers and the all-reduce, "
-            "which a partition balancing per-layer compute does not reduce; ROC's cost model sees compute only."
+            else "Where it is behind, the iteration also waits on halo exchanges between machines and on the "
+            "all-reduce, which ROC's cost model (the compute time of each layer on each part) does not see, so "
+            "balancing compute need not shorten it; the workbench did not isolate which of the two costs the "
+            "difference."
         ),
         table=gain,
     )
