@@ -31,21 +31,23 @@ def _prepare(point: Any) -> Any:
 
 def measure_sim(point: Any) -> dict[str, Any]:
     from sim import simulate
+    from sim.calibrate import prepared_cost_model
     from workbench.run import results_row
 
     prepared = _prepare(point)
+    costs = prepared_cost_model(prepared)  # a calibrated profile's ([hardware] profile), else None
     extra: dict[str, Any] = {}
     if hasattr(prepared.scheme, "plan_iteration"):
         from workbench.online import train_online
 
-        records, trace = train_online(prepared, lambda plan: simulate(plan, prepared.cluster).trace)
+        records, trace = train_online(prepared, lambda plan: simulate(plan, prepared.cluster, costs).trace)
         extra = {
             "first_iteration_s": records[0].seconds,
             "last_iteration_s": records[-1].seconds,
             "boundaries_changed": int(records[0].boundaries != records[-1].boundaries),
         }
     else:
-        trace = simulate(prepared.plan(), prepared.cluster).trace
+        trace = simulate(prepared.plan(), prepared.cluster, costs).trace
     row = results_row(prepared, trace)
     row.update(extra)
     row["prepare_s"] = sum(prepared.seconds.values())

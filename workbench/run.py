@@ -45,6 +45,10 @@ class PreparedRun:
     inputs: SchemeInputs
     partitioner: Any = None  # the partitioner instance (online ones learn across iterations)
     seconds: dict[str, float] = field(default_factory=dict)  # per preparation stage
+    # The [cost_model] table of the configuration's calibrated profile ([hardware] profile), None
+    # without one: plain data, since the core imports no simulator; sim.calibrate.prepared_cost_model
+    # turns it into the cost model whoever simulates passes to simulate().
+    cost_model: dict[str, Any] | None = None
 
     def plan(self, progress: bool = False) -> Plan:
         """The scheme's plan of the epoch; ``progress`` shows a bar over its iterations on stderr."""
@@ -110,12 +114,10 @@ def prepare_run(
         if progress:
             print(f"[{config.name}] {name}: {seconds[name]:.2f} s", file=sys.stderr, flush=True)
 
-    if config.hardware.profile is not None:
-        raise ConfigError(
-            f"{config.name}: [hardware] profile {config.hardware.profile!r}: calibrated profiles are not "
-            "supported yet (the calibration issue adds them); remove the key"
-        )
     cluster = load_hardware(config.hardware.name, machines=config.hardware.machines)
+    cost_model = None
+    if config.hardware.profile is not None:
+        cluster, cost_model = apply_profile(cluster, config.hardware.profile, config.name)
     if graph is None:
         graph = load_graph(config.graph)
     stage("graph")
@@ -229,7 +231,43 @@ def prepare_run(
             "sampling": sampling_cfg.name if sampling_cfg else "none",
         },
     )
-    return PreparedRun(config, cluster, scheme, inputs, partitioner, seconds)
+    return PreparedRun(config, cluster, scheme, inputs, partitioner, seconds, cost_model)
+
+
+def apply_profile(cluster: ClusterSpec, path: str, where: str) -> tuple[ClusterSpec, dict[str, Any]]:
+    """``cluster`` with a calibrated profile's fitted link parameters, and the profile's cost model table.
+
+    The profile (``gnnwb calibrate``; layout in ``sim.calibrate.profile``) fits links per kind:
+    each link of a kind it fitted gets the fitted latency, and the fitted bandwidth (its
+    ``bandwidth`` when it has one, else this link's own times its ``bandwidth_scale``); other
+    links keep their values.
+    """
+    from dataclasses import replace
+
+    from workbench.tomlfile import read_toml
+
+    data = read_toml(path, "calibrated profile")
+    if not str(data.get("format", "")).startswith("gnnwb-profile") or not isinstance(
+        data.get("cost_model"), dict
+    ):
+        raise ConfigError(
+            f"{where}: [hardware] profile {path!r} is not a calibrated profile (gnnwb calibrate writes them)"
+        )
+    kinds = data.get("links", {})
+    links = []
+    for link in cluster.links:
+        fit = kinds.get(link.kind, {})
+        bandwidth, latency = link.bandwidth, link.latency
+        if fit.get("bandwidth_fitted"):
+            bandwidth = (
+                float(fit["bandwidth"])
+                if "bandwidth" in fit
+                else link.bandwidth * float(fit["bandwidth_scale"])
+            )
+        if fit.get("latency_fitted"):
+            latency = float(fit["latency"])
+        links.append(replace(link, bandwidth=bandwidth, latency=latency))
+    return replace(cluster, links=tuple(links)), data["cost_model"]
 
 
 def _worker_samplers(

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "sample",
     "plan",
     "sim",
+    "calibrate",
     "realrun",
     "trace",
     "microbench",

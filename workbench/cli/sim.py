@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hardware",
         metavar="PRESET_OR_TOML",
         default=None,
-        help="cluster preset name or hardware TOML file (default: the plan's meta.hardware)",
+        help="cluster preset name, hardware TOML file or calibrated profile (gnnwb calibrate; its cost model "
+        "too) (default: the plan's meta.hardware)",
     )
     p.add_argument(
         "--trace",
@@ -72,7 +73,7 @@ def run_sim(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sim import LinearCostModel, simulate
-    from workbench.hardware import load_hardware
+    from sim.calibrate import load_hardware_or_profile
     from workbench.plan import Plan
     from workbench.trace import write_trace
 
@@ -89,8 +90,10 @@ def run_sim(args: argparse.Namespace) -> int:
         candidate = Path(args.plan).parent / str(hardware)
         if candidate.exists():
             hardware = str(candidate)
-    cluster = load_hardware(hardware)
-    cost_model = LinearCostModel.from_json(Path(args.cost_model)) if args.cost_model else None
+    # A calibrated profile (gnnwb calibrate) brings its cost model; --cost-model overrides it.
+    cluster, cost_model = load_hardware_or_profile(hardware)
+    if args.cost_model:
+        cost_model = LinearCostModel.from_json(Path(args.cost_model))
     result = simulate(
         plan,
         cluster,
@@ -128,6 +131,7 @@ def _run_config(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from sim import LinearCostModel, simulate
+    from sim.calibrate import prepared_cost_model
     from workbench.config import load_config
     from workbench.run import prepare_run, results_row
     from workbench.trace import write_trace
@@ -139,7 +143,10 @@ def _run_config(args: argparse.Namespace) -> int:
         )
     config = load_config(args.plan)
     prepared = prepare_run(config, progress=True)
-    cost_model = LinearCostModel.from_json(Path(args.cost_model)) if args.cost_model else None
+    # The configuration's calibrated profile ([hardware] profile) brings its cost model; --cost-model overrides it.
+    cost_model = (
+        LinearCostModel.from_json(Path(args.cost_model)) if args.cost_model else prepared_cost_model(prepared)
+    )
     results = []
 
     def run(plan: Any) -> Any:

@@ -1,0 +1,170 @@
+"""Calibration: measured traces in, a hardware profile out (``gnnwb calibrate``).
+
+::
+
+    from sim.calibrate import calibrate, read_sources, load_profile
+    profile = calibrate(read_sources(["reports/microbench/cpu"]), load_hardware("h100-1x"))
+    profile.write("profile.toml")
+    simulate(plan, profile.cluster, cost_model=profile.cost_model)
+
+What is fitted (scikit-learn, relative least squares, non-negative coefficients):
+
+* **links** (:mod:`sim.calibrate.links`): latency per link kind and bandwidth per link
+  kind and direction, from transfer rows' bytes against ``end - start`` over the routes
+  their ``src`` and ``dst`` take on the given hardware;
+* **compute** (:mod:`sim.calibrate.compute`): ROC-style linear coefficients per device
+  model and phase (intercept: the fixed cost of a task, i.e. the host's overhead per
+  kernel or per minibatch; per FLOP, byte, edge, vertex), with gradient-boosted trees
+  tried beside them and kept only when clearly better on held-out rows; ``sample`` on
+  a host gives the cost per minibatch and per sampled edge.
+
+Which traces (:mod:`sim.calibrate.sources`): trace files or folders of them, with their
+compute features and the hardware they were measured on. Bad input raises
+:class:`CalibrationError` (a one-line message naming the trace and the parameter): an
+empty trace, a phase calibration does not know, traces from different hardware mixed
+without ``allow_mixed``, too few rows to fit a parameter.
+
+The profile (:mod:`sim.calibrate.profile`) holds the calibrated cluster, the cost model,
+fit quality and provenance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.calibrate.compute import MIN_ROWS_TO_COMPARE, NONLINEAR_MARGIN, compute_rows, fit_compute
+from sim.calibrate.costmodel import PhaseCostModel, TreeEnsemble
+from sim.calibrate.links import fit_links, transfer_rows
+from sim.calibrate.profile import (
+    FORMAT,
+    Profile,
+    cluster_table,
+    is_profile,
+    load_hardware_or_profile,
+    load_profile,
+    prepared_cost_model,
+    profile_from_dict,
+    provenance,
+)
+from sim.calibrate.sources import (
+    CalibrationError,
+    TraceSource,
+    check_same_hardware,
+    expand,
+    features_from_plan,
+    read_source,
+)
+from sim.costmodel import LinearCostModel
+from workbench.hardware.spec import ClusterSpec
+
+__all__ = [
+    "FORMAT",
+    "CalibrationError",
+    "PhaseCostModel",
+    "Profile",
+    "TraceSource",
+    "TreeEnsemble",
+    "calibrate",
+    "features_from_plan",
+    "is_profile",
+    "load_hardware_or_profile",
+    "load_profile",
+    "prepared_cost_model",
+    "profile_from_dict",
+    "read_sources",
+]
+
+REGRESSOR_RULE = (
+    f"per compute group with at least {MIN_ROWS_TO_COMPARE} rows: linear vs gradient-boosted trees, 5-fold "
+    "held-out mean |relative error| on the same folds; trees are used only if their error is below "
+    f"{NONLINEAR_MARGIN:g} x the linear model's (more than 10% lower); otherwise, and with fewer rows, linear"
+)
+
+
+def read_sources(paths: list[str], *, rebuild_plans: bool = True) -> list[TraceSource]:
+    """Trace files (or folders holding ``trace.parquet`` files) with their metadata."""
+    return [read_source(p, rebuild_plans=rebuild_plans) for p in expand(paths)]
+
+
+def calibrate(
+    sources: list[TraceSource],
+    cluster: ClusterSpec,
+    *,
+    allow_mixed: bool = False,
+    keep_overlapping: bool = False,
+    seed: int = 0,
+    command: str | None = None,
+) -> Profile:
+    """Fit ``cluster``'s links and a cost model to ``sources``; see the module docstring."""
+    if not sources:
+        raise CalibrationError("no traces given")
+    check_same_hardware(sources, allow_mixed)
+    links = fit_links(transfer_rows(sources), cluster, keep_overlapping=keep_overlapping)
+    rows, missing = compute_rows(sources, cluster)
+    fits, compute_skipped = fit_compute(rows, seed) if len(rows) else ([], {})
+    if not links.rows_used and not fits:
+        names = ", ".join(s.name for s in sources[:3]) + (" and more" if len(sources) > 3 else "")
+        raise CalibrationError(
+            f"{names}: no transfer between two memories and no compute row with features: nothing to calibrate "
+            f"(transfers left out: {_counts(links.skipped)}; compute rows without features: {sum(missing.values())})"
+        )
+    phases: dict[str, dict[str, Any]] = {}
+    for f in fits:
+        phases.setdefault(f.phase, {})[f.device_model] = f.chosen
+    base = LinearCostModel()
+    cost_model = PhaseCostModel(
+        base.coefficients,
+        f"gnnwb calibrate on {len(sources)} trace(s), fallback: sim/costmodel.py defaults",
+        phases=phases,
+    )
+    notes = list(links.notes)
+    for name, n in missing.items():
+        notes.append(
+            f"{name}: {n} compute row(s) carry no features (no feature_* columns, plan.json or config.toml beside "
+            "the trace): left out"
+        )
+    kinds = {k: v for k, v in links.kinds.items() if not k.startswith("_")}
+    data: dict[str, Any] = {
+        "format": FORMAT,
+        "name": f"{cluster.name}-calibrated",
+        "hardware": cluster.name,
+        "provenance": provenance(sources, command, allow_mixed),
+        "links": kinds,
+        "sampling": {
+            f.device_model: {
+                "per_minibatch": f.linear.intercept,
+                "per_edge": f.linear.per_edge,
+                "per_vertex": f.linear.per_vertex,
+                "model": f.quality["model"],
+            }
+            for f in fits
+            if f.phase == "sample"
+        },
+        "cost_model": cost_model.to_dict(),
+        "fit": {
+            "regressor_rule": REGRESSOR_RULE,
+            "weights": "relative least squares (each row weighted 1/time^2), coefficients >= 0",
+            "notes": notes,
+            "links": links.kinds.get("_overall", {"rows": 0}),
+            "skipped": {
+                **{f"transfers_{k}": v for k, v in links.skipped.items()},
+                **{f"compute_{k}": v for k, v in compute_skipped.items()},
+                "compute_without_features": sum(missing.values()),
+            },
+            "compute": {},
+        },
+        "cluster": cluster_table(links.cluster, links.link_flags),
+    }
+    for f in fits:
+        data["fit"]["compute"].setdefault(f.phase, {})[f.device_model] = {
+            **f.quality,
+            "linear": {
+                k: getattr(f.linear, k)
+                for k in ("intercept", "per_flop", "per_byte", "per_edge", "per_vertex")
+            },
+        }
+    return Profile(links.cluster, cost_model, data)
+
+
+def _counts(d: dict[str, int]) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in d.items() if v) or "none"

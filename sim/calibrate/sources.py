@@ -1,0 +1,228 @@
+"""Traces in: reading them, the hardware each was measured on, and compute tasks' features.
+
+A calibration source is one trace table (``workbench.trace`` schema) with what
+calibration needs beside it:
+
+* **Compute features.** The trace schema has no column for a compute task's cost
+  features, so they come, in this order, from: columns ``feature_flops``,
+  ``feature_bytes``, ``feature_edges``, ``feature_vertices`` in the trace itself (a
+  missing one is 0; microbenchmarks can write them); a ``plan.json`` beside the trace
+  (joined on the ``task`` column); a ``config.toml`` beside it (a run folder written by
+  ``gnnwb sim CONFIG`` or ``gnnwb realrun``): the plan is rebuilt through the spine,
+  with ``workers`` from the ``run.json`` beside it when there is one. Compute rows with
+  none of these are left out of the fit, and the profile says how many.
+* **Hardware identity**, to refuse traces of different hardware mixed in one call: a
+  ``hardware`` column in the trace (one value per trace); else the metadata beside it:
+  ``run.json`` of a real run (``"<device>: <device_name>"``), ``config.json`` of a
+  microbenchmark run (``"<device>: <GPU name or CPU model>"``), or for a simulated
+  trace (``executor`` all ``sim``) ``"simulated: <hardware name>"`` from its
+  ``config.toml``. A trace none of these describe has an unknown identity and
+  conflicts with none.
+* **The modelled hardware** the trace's node names refer to (``config.toml``'s
+  ``[hardware] name``), the default for ``--hardware``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workbench.errors import WorkbenchError
+from workbench.plan import PHASES
+
+FEATURES = ("flops", "bytes", "edges", "vertices")
+FEATURE_PREFIX = "feature_"
+
+
+class CalibrationError(WorkbenchError):
+    """Traces calibration cannot use: empty, unknown phases, mixed hardware, too few rows to fit."""
+
+
+@dataclass
+class TraceSource:
+    """One trace and what calibration knows about it."""
+
+    name: str  # its path (or a label): every message about it uses this
+    trace: pd.DataFrame
+    features: pd.DataFrame | None = None  # per row: FEATURES (NaN where unknown); None: none known
+    hardware: str | None = None  # identity of the hardware it was measured on (None: unknown)
+    hardware_name: str | None = None  # the modelled cluster its node names refer to
+    hardware_machines: int | None = None
+    sha256: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.features is None:
+            self.features = features_from_columns(self.trace)
+        check_trace(self)
+
+
+def check_trace(source: TraceSource) -> None:
+    """Empty traces and phases calibration does not know are errors naming the trace."""
+    df = source.trace
+    if not len(df):
+        raise CalibrationError(f"{source.name}: empty trace (no rows): nothing to calibrate from")
+    unknown = sorted(set(df["phase"].unique()) - set(PHASES))
+    if unknown:
+        raise CalibrationError(
+            f"{source.name}: phase {unknown[0]!r} is not one calibration knows"
+            f"{f' (nor {len(unknown) - 1} other)' if len(unknown) > 1 else ''}; known: {', '.join(PHASES)}"
+        )
+    if "hardware" in df.columns:
+        names = sorted(set(df["hardware"].astype(str)))
+        if len(names) > 1:
+            raise CalibrationError(
+                f"{source.name}: rows from different hardware in one trace ({', '.join(names)}); "
+                "split it, or pass --mixed-hardware to fit them together"
+            )
+
+
+def features_from_columns(df: pd.DataFrame) -> pd.DataFrame | None:
+    cols = [FEATURE_PREFIX + f for f in FEATURES]
+    if not any(c in df.columns for c in cols):
+        return None
+    return pd.DataFrame(
+        {
+            f: pd.to_numeric(df[c], errors="coerce") if c in df.columns else 0.0
+            for f, c in zip(FEATURES, cols, strict=True)
+        },
+        index=df.index,
+    ).fillna(0.0)
+
+
+def features_from_plan(trace: pd.DataFrame, plan: Any, name: str) -> pd.DataFrame:
+    """Each row's compute features from the plan task it names (``task`` column); NaN for others."""
+    if "task" not in trace.columns:
+        raise CalibrationError(f"{name}: no 'task' column to join the plan's features on")
+    by_id = {t.id: t for t in plan.tasks}
+    out = np.full((len(trace), len(FEATURES)), np.nan)
+    compute = (
+        (trace["kind"] == "compute").to_numpy() if "kind" in trace.columns else np.ones(len(trace), bool)
+    )
+    tasks = trace["task"].to_numpy()
+    for i in np.flatnonzero(compute).tolist():
+        t = by_id.get(tasks[i])
+        if t is None:
+            raise CalibrationError(
+                f"{name}: row {i} names task {tasks[i]!r}, which the run's plan does not have"
+            )
+        out[i] = [float(t.features.get(f, 0.0)) for f in FEATURES]
+    return pd.DataFrame(out, columns=list(FEATURES), index=trace.index)
+
+
+def expand(paths: list[str]) -> list[Path]:
+    """Trace files: each path itself, or every ``trace.parquet`` under a folder (sorted)."""
+    out: list[Path] = []
+    for text in paths:
+        p = Path(text)
+        if p.is_dir():
+            found = sorted(p.rglob("trace.parquet"))
+            if not found:
+                raise CalibrationError(f"{p}: no trace.parquet under this folder")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise CalibrationError(f"{p}: no such trace file or folder")
+    seen: set[Path] = set()
+    return [p for p in out if not (p.resolve() in seen or seen.add(p.resolve()))]  # type: ignore[func-returns-value]
+
+
+def read_source(path: Path, *, rebuild_plans: bool = True) -> TraceSource:
+    """A trace file and the metadata beside it (see the module docstring)."""
+    from workbench.trace import read_trace
+
+    trace = read_trace(path)
+    name = str(path)
+    folder = path.parent
+    meta = _json(folder / "run.json") or {}
+    bench = _json(folder / "config.json") or {}
+    config = None
+    if (folder / "config.toml").exists():
+        from workbench.config import load_config
+
+        config = load_config(folder / "config.toml", check_strategies=False)
+    hardware_name = config.hardware.name if config is not None else None
+    machines = config.hardware.machines if config is not None else None
+    identity = _identity(trace, meta, bench, hardware_name)
+    source = TraceSource(
+        name, trace, None, identity, hardware_name, machines, hashlib.sha256(path.read_bytes()).hexdigest()
+    )
+    compute = int((trace["kind"] == "compute").sum()) if "kind" in trace.columns else 0
+    if source.features is None and compute:
+        if (folder / "plan.json").exists():
+            from workbench.plan import Plan
+
+            source.features = features_from_plan(trace, Plan.load(folder / "plan.json"), name)
+        elif config is not None and rebuild_plans:
+            source.features = features_from_plan(trace, _rebuild_plan(folder, meta), name)
+    return source
+
+
+def _rebuild_plan(folder: Path, meta: dict[str, Any]) -> Any:
+    """The plan of the run in ``folder``: its config.toml through the spine, with run.json's workers."""
+    import dataclasses
+
+    from workbench.config import load_config
+    from workbench.run import prepare_run
+
+    config = load_config(folder / "config.toml")
+    workers = meta.get("workers")
+    if isinstance(workers, int) and workers > 0:
+        config = dataclasses.replace(config, training=dataclasses.replace(config.training, workers=workers))
+    prepared = prepare_run(config)
+    if hasattr(prepared.scheme, "plan_iteration"):
+        raise CalibrationError(
+            f"{folder}: scheme {prepared.scheme.registered_name!r} plans each iteration as it learns; its "
+            "features cannot be rebuilt from config.toml: save the plan as plan.json beside the trace"
+        )
+    return prepared.plan()
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CalibrationError(f"{path}: not readable JSON ({exc})") from None
+    return data if isinstance(data, dict) else None
+
+
+def _identity(
+    trace: pd.DataFrame, run: dict[str, Any], bench: dict[str, Any], hardware_name: str | None
+) -> str | None:
+    if "hardware" in trace.columns and len(trace):
+        return str(trace["hardware"].iloc[0])
+    if run.get("device"):
+        return f"{run['device']}: {run.get('device_name') or 'unknown device'}"
+    env = bench.get("environment")
+    if isinstance(env, dict):
+        device = (bench.get("config") or {}).get("device", "cpu")
+        gpus = env.get("gpus") or []
+        return f"{device}: {gpus[0] if device == 'cuda' and gpus else env.get('cpu', 'unknown CPU')}"
+    if "executor" in trace.columns and (trace["executor"] == "sim").all():
+        return f"simulated: {hardware_name}" if hardware_name else "simulated"
+    return None
+
+
+def check_same_hardware(sources: list[TraceSource], allow_mixed: bool) -> None:
+    """Refuse traces of different hardware in one call unless ``allow_mixed``."""
+    if allow_mixed:
+        return
+    first: dict[str, str] = {}
+    for s in sources:
+        if s.hardware is not None:
+            first.setdefault(s.hardware, s.name)
+    if len(first) > 1:
+        (a, na), (b, nb) = list(first.items())[:2]
+        raise CalibrationError(
+            f"traces from different hardware: {na} ({a}) and {nb} ({b}); calibrate each hardware "
+            "separately, or pass --mixed-hardware to fit them together"
+        )
