@@ -147,7 +147,7 @@ def calibrate(
             "notes": notes,
             "links": links.kinds.get("_overall", {"rows": 0}),
             "skipped": {
-                **{f"transfers_{k}": v for k, v in links.skipped.items()},
+                **{f"links_{k}": v for k, v in links.skipped.items()},
                 **{f"compute_{k}": v for k, v in compute_skipped.items()},
                 "compute_without_features": sum(missing.values()),
             },

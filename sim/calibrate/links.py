@@ -17,6 +17,13 @@ of one kind (a double NVLink brick stays twice as wide). The model is linear in 
 unknowns (latencies, and 1 / scale as time per byte over the given bottleneck), and is
 fitted in one go by :func:`sim.calibrate.regress.relative_nnls`.
 
+Collective rows (``allreduce`` and ``alltoall`` phases; one row per device, the buffer in
+``buffer_bytes``) enter the same model as :mod:`sim.collectives` runs them: a step per ring
+hop (``2(n-1)`` for an all-reduce over ``n`` devices) that waits its slowest chunk route's
+latency and moves ``buffer / n`` at the step's rate (a link crossed by ``m`` chunks gives
+each ``1/m`` of itself); their direction is the op (``network.allreduce``). All-reduces of
+one buffer size and one worker count cannot tell bandwidth from latency and are left out.
+
 Which unknowns the rows determine: a bandwidth needs its leg group to have at least
 :data:`MIN_LINK_ROWS` rows of two or more sizes (an error names the traces otherwise); a
 latency needs routes that tell kinds apart (a host link and a PCIe link that always
@@ -61,6 +68,7 @@ class Leg:
     direction: str  # h2d, d2h, d2d or h2h
     bottleneck: tuple[str, ...]  # kinds tied at the smallest bandwidth
     bandwidth: float  # that bandwidth on the given hardware
+    crossings: tuple[int, ...] = ()  # a collective step's chunks crossing each link (empty: once each)
 
     @property
     def group(self) -> str:
@@ -116,6 +124,55 @@ def route_legs(cluster: ClusterSpec, topo: Topology, src: str, dst: str, where: 
     return tuple(legs)
 
 
+COLLECTIVE_OPS = {"allreduce": "allreduce", "alltoall": "alltoall"}  # trace phase -> the op it runs
+
+
+def collective_legs(
+    cluster: ClusterSpec, topo: Topology, op: str, devices: list[str], where: str
+) -> tuple[tuple[Leg, int], ...]:
+    """A ring collective's step (as one leg) and how many times it runs, as :mod:`sim.collectives` runs it.
+
+    A step moves one chunk between every pair it names at once, as one lockstep flow: a link
+    crossed by ``m`` chunks gives it ``capacity / m``, so the step's rate is the smallest of
+    those; it waits the largest chunk route latency first (that route's links are the leg's
+    latency kinds). The leg's direction is the op.
+    """
+    n = len(devices)
+    if n < 2:
+        return ()
+    for node in devices:
+        if node not in cluster.memory_nodes():
+            raise CalibrationError(f"{where}: device {node!r} is not in hardware {cluster.name!r}")
+    if op == "allreduce":
+        pairs, steps = [(devices[i], devices[(i + 1) % n]) for i in range(n)], 2 * (n - 1)
+    else:
+        pairs, steps = [(a, b) for a in devices for b in devices if a != b], 1
+    routes = []
+    for a, b in pairs:
+        route = topo.route(a, b)
+        if route is None:
+            raise CalibrationError(f"{where}: hardware {cluster.name!r} has no route from {a} to {b}")
+        routes.append(route)
+    crossings: dict[int, int] = {}
+    for r in routes:
+        for lid in r.links:
+            crossings[lid] = crossings.get(lid, 0) + 1
+    rate = {lid: topo.capacity[lid] / m for lid, m in crossings.items()}
+    low = min(rate.values())
+    tied = tuple(sorted({cluster.links[lid // 2].kind for lid, r in rate.items() if r <= low * (1 + TIE)}))
+    slowest = max(routes, key=lambda r: r.latency)
+    leg = Leg(
+        tuple(crossings),
+        tuple(cluster.links[lid // 2].kind for lid in slowest.links),
+        tuple(topo.latency[lid] for lid in slowest.links),
+        op,
+        tied,
+        low,
+        tuple(crossings.values()),
+    )
+    return ((leg, steps),)
+
+
 @dataclass
 class LinkCalibration:
     cluster: ClusterSpec  # the given hardware with the fitted links
@@ -127,32 +184,77 @@ class LinkCalibration:
 
 
 def transfer_rows(sources: list[Any]) -> pd.DataFrame:
-    """Every source's transfer rows: source, run, src, dst, bytes, start, end."""
+    """Every source's transfer and collective rows: source, run, kind, src, dst, bytes (a
+    collective's: its buffer), start, end, and a collective's op and devices (its rows' devices)."""
+    columns = [
+        "source",
+        "run_id",
+        "task",
+        "iteration",
+        "kind",
+        "src",
+        "dst",
+        "bytes",
+        "start",
+        "end",
+        "op",
+        "devices",
+    ]
     frames = []
     for s in sources:
         df = s.trace
         if "src" not in df.columns or "dst" not in df.columns:
             continue
-        is_transfer = (
-            df["kind"] == "transfer" if "kind" in df.columns else (df["src"] != "") & (df["dst"] != "")
+        kind = (
+            df["kind"]
+            if "kind" in df.columns
+            else pd.Series("transfer", index=df.index).where(df["src"] != "", "")
         )
-        part = df.loc[is_transfer, ["run_id", "src", "dst", "bytes", "start", "end"]].copy()
-        part.insert(0, "source", s.name)
-        frames.append(part)
+        part = df.loc[
+            kind == "transfer", ["run_id", "iteration", "src", "dst", "bytes", "start", "end"]
+        ].copy()
+        part["kind"], part["op"], part["devices"] = "transfer", "", [()] * len(part)
+        part["task"] = (
+            df.loc[kind == "transfer", "task"] if "task" in df.columns else [f"#{i}" for i in part.index]
+        )
+        frames.append(part.assign(source=s.name))
+        coll = df[kind == "collective"]
+        if len(coll) and "task" in coll.columns and "buffer_bytes" in coll.columns:
+            keys = ["run_id", "task", "iteration"]
+            members = coll.groupby(keys, sort=False)["device"].agg(lambda d: tuple(sorted(set(d))))
+            part = coll[["run_id", "task", "iteration", "start", "end"]].copy()
+            part["bytes"] = coll["buffer_bytes"].to_numpy()
+            part["devices"] = [members[k] for k in zip(*(coll[c] for c in keys), strict=True)]
+            part["op"] = coll["phase"].map(lambda p: COLLECTIVE_OPS.get(p, "")).to_numpy()
+            part["kind"], part["src"], part["dst"] = "collective", "", ""
+            frames.append(part.assign(source=s.name))
     if not frames:
-        return pd.DataFrame(columns=["source", "run_id", "src", "dst", "bytes", "start", "end"])
-    return pd.concat(frames, ignore_index=True)
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns]
 
 
 def _overlapping(rows: pd.DataFrame, links: list[tuple[int, ...]]) -> np.ndarray:
-    """Rows whose [start, end] overlaps another row's on a shared directed link of the same run."""
-    out = np.zeros(len(rows), dtype=bool)
+    """Rows whose [start, end] overlaps another task's on a shared directed link of the same run.
+
+    A collective's rows (one per device, all of one task) are one interval, from the first
+    start to the last end; they do not overlap each other.
+    """
+    keys = list(zip(rows["source"], rows["run_id"], rows["task"], rows["iteration"], strict=True))
+    ids, first = {}, []
+    for i, k in enumerate(keys):
+        if k not in ids:
+            ids[k] = len(first)
+            first.append(i)
+    task = np.fromiter((ids[k] for k in keys), dtype=np.int64, count=len(keys))
+    start = np.full(len(first), np.inf)
+    end = np.full(len(first), -np.inf)
+    np.minimum.at(start, task, rows["start"].to_numpy(dtype=np.float64))
+    np.maximum.at(end, task, rows["end"].to_numpy(dtype=np.float64))
     pairs: dict[tuple[str, str, int], list[int]] = {}
-    for i, (source, run, ls) in enumerate(zip(rows["source"], rows["run_id"], links, strict=True)):
-        for lid in set(ls):
-            pairs.setdefault((source, run, lid), []).append(i)
-    start = rows["start"].to_numpy()
-    end = rows["end"].to_numpy()
+    for t, i in enumerate(first):
+        for lid in set(links[i]):
+            pairs.setdefault((keys[i][0], keys[i][1], lid), []).append(t)
+    hit = np.zeros(len(first), dtype=bool)
     for members in pairs.values():
         if len(members) < 2:
             continue
@@ -161,8 +263,8 @@ def _overlapping(rows: pd.DataFrame, links: list[tuple[int, ...]]) -> np.ndarray
         s, e = start[m], end[m]
         prev_end = np.maximum.accumulate(np.concatenate([[-np.inf], e[:-1]]))
         next_start = np.concatenate([s[1:], [np.inf]])
-        out[m[(prev_end > s) | (next_start < e)]] = True
-    return out
+        hit[m[(prev_end > s) | (next_start < e)]] = True
+    return hit[task]
 
 
 def _names(sources: list[str]) -> str:
@@ -179,23 +281,42 @@ def fit_links(
 ) -> LinkCalibration:
     topo = Topology(cluster)
     skipped: dict[str, int] = {}
-    leg_cache: dict[tuple[str, str], tuple[Leg, ...]] = {}
-    legs: list[tuple[Leg, ...]] = []
-    for i, (source, src, dst) in enumerate(zip(rows["source"], rows["src"], rows["dst"], strict=True)):
-        key = (src, dst)
-        if key not in leg_cache:
-            leg_cache[key] = route_legs(
-                cluster, topo, src, dst, f"{source}: transfer row {i} ({src} -> {dst})"
-            )
-        legs.append(leg_cache[key])
+    cache: dict[Any, tuple[tuple[Leg, int], ...]] = {}
+    legs: list[tuple[tuple[Leg, int], ...]] = []  # per row: (leg, times it runs)
+    chunk = rows["bytes"].to_numpy(dtype=np.float64).copy()  # bytes each run of a leg moves
+    unknown_op = np.zeros(len(rows), dtype=bool)
+    for i, (source, kind, src, dst, op, devices) in enumerate(
+        zip(rows["source"], rows["kind"], rows["src"], rows["dst"], rows["op"], rows["devices"], strict=True)
+    ):
+        if kind == "collective":
+            if not op:
+                unknown_op[i] = True
+                legs.append(())
+                continue
+            key: Any = (op, devices)
+            if key not in cache:
+                where = f"{source}: {op} row {i} ({', '.join(devices)})"
+                cache[key] = collective_legs(cluster, topo, op, list(devices), where)
+            chunk[i] /= max(len(devices), 1)
+        else:
+            key = (src, dst)
+            if key not in cache:
+                where = f"{source}: transfer row {i} ({src} -> {dst})"
+                cache[key] = tuple((leg, 1) for leg in route_legs(cluster, topo, src, dst, where))
+        legs.append(cache[key])
     seconds = (rows["end"] - rows["start"]).to_numpy(dtype=np.float64)
     keep = np.array([bool(x) for x in legs], dtype=bool)
-    skipped["within_one_memory"] = int((~keep).sum())
+    is_collective = (rows["kind"] == "collective").to_numpy()
+    skipped["collectives_other_ops"] = int(unknown_op.sum())
+    skipped["within_one_memory"] = int((~keep & ~is_collective).sum())
+    skipped["collectives_on_one_device"] = int((~keep & is_collective & ~unknown_op).sum())
     no_time = keep & ~(seconds > 0)
     skipped["no_time"] = int(no_time.sum())
     keep &= ~no_time
     if not keep_overlapping and keep.any():
-        flat = [tuple(lid for leg in ls for lid in leg.links) for ls in legs]
+        # A collective's rows (one per device) overlap each other by design: one row per task is
+        # enough for the check, and each overlaps only with other tasks.
+        flat = [tuple(lid for leg, _ in ls for lid in leg.links) for ls in legs]
         shared = _overlapping(rows, flat) & keep
         skipped["overlapping"] = int(shared.sum())
         keep &= ~shared
@@ -206,10 +327,10 @@ def fit_links(
         return result
     used = [legs[i] for i in index]
     y = seconds[index]
-    nbytes = rows["bytes"].to_numpy(dtype=np.float64)[index]
+    nbytes = chunk[index]
     sources = rows["source"].to_numpy()[index]
-    lat_kinds = sorted({k for ls in used for leg in ls for k in leg.kinds})
-    groups = sorted({leg.group for ls in used for leg in ls})
+    lat_kinds = sorted({k for ls in used for leg, _ in ls for k in leg.kinds})
+    groups = sorted({leg.group for ls in used for leg, _ in ls})
     lat_count = np.zeros((len(index), len(lat_kinds)))
     lat_given = np.zeros((len(index), len(lat_kinds)))  # the given hardware's latency, summed per kind
     per_byte = np.zeros((len(index), len(groups)))
@@ -217,19 +338,49 @@ def fit_links(
     kpos = {k: j for j, k in enumerate(lat_kinds)}
     gpos = {g: j for j, g in enumerate(groups)}
     for r, ls in enumerate(used):
-        for leg in ls:
+        for leg, times in ls:
             for k, lat in zip(leg.kinds, leg.latencies, strict=True):
-                lat_count[r, kpos[k]] += 1
-                lat_given[r, kpos[k]] += lat
-            per_byte[r, gpos[leg.group]] += nbytes[r] / leg.bandwidth
+                lat_count[r, kpos[k]] += times
+                lat_given[r, kpos[k]] += times * lat
+            per_byte[r, gpos[leg.group]] += times * nbytes[r] / leg.bandwidth
             touches[r, gpos[leg.group]] = True
+    # A bandwidth needs rows that move different amounts over its links. Collectives of one buffer
+    # size and worker count (a training run's all-reduce) cannot tell bandwidth from latency: they are
+    # left out (counted); transfers of one size are an error.
+    ops = set(COLLECTIVE_OPS.values())
+    drop = np.zeros(len(y), dtype=bool)
     for g, j in gpos.items():
         rows_g = touches[:, j]
-        sizes = np.unique(nbytes[rows_g])
+        if g.rsplit(".", 1)[1] in ops and len(np.unique(per_byte[rows_g, j])) < 2:
+            drop |= rows_g
+            result.notes.append(
+                f"{g}: {int(rows_g.sum())} collective row(s) all move the same bytes per step: they cannot tell "
+                "bandwidth from latency and were left out (collectives of several sizes or worker counts can)"
+            )
+    if drop.any():
+        skipped["collectives_one_size"] = int(drop.sum())
+        keep_rows = ~drop
+        y, nbytes, sources = y[keep_rows], nbytes[keep_rows], sources[keep_rows]
+        used = [u for u, k in zip(used, keep_rows, strict=True) if k]
+        lat_count, lat_given = lat_count[keep_rows], lat_given[keep_rows]
+        per_byte, touches = per_byte[keep_rows], touches[keep_rows]
+        alive = touches.any(axis=0)
+        groups = [g for g, a in zip(groups, alive, strict=True) if a]
+        per_byte, touches = per_byte[:, alive], touches[:, alive]
+        gpos = {g: j for j, g in enumerate(groups)}
+        present = lat_count.any(axis=0)
+        lat_kinds = [k for k, a in zip(lat_kinds, present, strict=True) if a]
+        lat_count, lat_given = lat_count[:, present], lat_given[:, present]
+        result.rows_used = len(y)
+        if not len(y):
+            return result
+    for g, j in gpos.items():
+        rows_g = touches[:, j]
+        sizes = np.unique(per_byte[rows_g, j])
         if rows_g.sum() < MIN_LINK_ROWS or len(sizes) < 2:
             kinds, direction = g.rsplit(".", 1)
             raise CalibrationError(
-                f"{_names(list(sources[rows_g]))}: {int(rows_g.sum())} transfer row(s) of {len(sizes)} size(s) "
+                f"{_names(list(sources[rows_g]))}: {int(rows_g.sum())} row(s) of {len(sizes)} size(s) "
                 f"to fit the bandwidth of {kinds} links ({direction}): need at least {MIN_LINK_ROWS} rows of 2 or "
                 "more sizes"
             )
@@ -256,7 +407,7 @@ def fit_links(
         c = float(coef[len(lat_kinds) + j])
         se = float(stderr[len(lat_kinds) + j])
         mask = touches[:, j]
-        given = {leg.bandwidth for ls in used for leg in ls if leg.group == g}
+        given = {leg.bandwidth for ls in used for leg, _ in ls if leg.group == g}
         entry: dict[str, Any] = {
             "rows": int(mask.sum()),
             "time_per_byte_factor": c,
@@ -324,19 +475,23 @@ def _apply(
     result.link_flags = flags
 
 
-def _bottleneck_notes(cluster: ClusterSpec, used: list[tuple[Leg, ...]], groups: list[str]) -> list[str]:
+def _bottleneck_notes(
+    cluster: ClusterSpec, used: list[tuple[tuple[Leg, int], ...]], groups: list[str]
+) -> list[str]:
     """Leg groups whose bottleneck moved to another kind once the fitted values were applied."""
     topo = Topology(cluster)
     notes = []
     seen: set[tuple[int, ...]] = set()
     for ls in used:
-        for leg in ls:
+        for leg, _ in ls:
             if leg.links in seen:
                 continue
             seen.add(leg.links)
-            caps = [topo.capacity[lid] for lid in leg.links]
+            shares = leg.crossings or (1,) * len(leg.links)
+            caps = [topo.capacity[lid] / m for lid, m in zip(leg.links, shares, strict=True)]
             low = min(caps)
-            now = {k for k, c in zip(leg.kinds, caps, strict=True) if c <= low * (1 + TIE)}
+            kinds = [cluster.links[lid // 2].kind for lid in leg.links]
+            now = {k for k, c in zip(kinds, caps, strict=True) if c <= low * (1 + TIE)}
             if not now & set(leg.bottleneck):
                 notes.append(
                     f"leg group {leg.group}: with the fitted values its bottleneck is {'+'.join(sorted(now))} "

@@ -97,6 +97,11 @@ ROUTES = [  # (src, dst): every leg group of the cluster
     ("m0.host", "m1.host"),
     ("m1.gpu3", "m0.gpu2"),
 ]
+RINGS = [  # all-reduces: rings of GPUs within a machine (PCIe) and across machines (network)
+    ["m0.gpu0", "m0.gpu2", "m0.gpu3"],
+    ["m0.gpu0", "m1.gpu0"],
+    ["m0.gpu0", "m1.gpu0", "m1.gpu2"],
+]
 SIZES = [0, 64, 4096] + [int(4**k * 1024) for k in range(2, 11)]
 
 
@@ -109,14 +114,23 @@ def transfer_source(rng: np.random.Generator) -> TraceSource:
                 tid = f"r{rep}.{src}-{dst}.{size}"
                 plan.transfer(tid, src, dst, size, "h2d", last)
                 last = [tid]
-    trace = simulate(plan, cluster(TRUE)).trace.sort_values("start").reset_index(drop=True)
-    # Measurement noise: each duration scaled by a mean-one lognormal factor; transfers kept apart.
-    duration = (trace["end"] - trace["start"]).to_numpy() * np.exp(
-        NOISE * rng.standard_normal(len(trace)) - NOISE**2 / 2
+        for devices in RINGS:
+            for size in SIZES[3::2]:
+                tid = f"r{rep}.ring{RINGS.index(devices)}.{size}"
+                plan.collective(tid, "allreduce", devices, size, "allreduce", last)
+                last = [tid]
+    trace = simulate(plan, cluster(TRUE)).trace.sort_values(["start", "device"]).reset_index(drop=True)
+    # Measurement noise: each task's duration scaled by a mean-one lognormal factor (a collective's
+    # rows, one per device, alike); tasks kept apart.
+    tasks = trace["task"].drop_duplicates().to_numpy()
+    first = trace.groupby("task", sort=False)[["start", "end"]].first().loc[tasks]
+    duration = (first["end"] - first["start"]).to_numpy() * np.exp(
+        NOISE * rng.standard_normal(len(tasks)) - NOISE**2 / 2
     )
-    start = np.cumsum(np.concatenate([[0.0], duration[:-1]])) + 1e-3 * np.arange(len(trace))
-    trace["ready"] = trace["start"] = start
-    trace["end"] = start + duration
+    start = np.cumsum(np.concatenate([[0.0], duration[:-1]])) + 1e-3 * np.arange(len(tasks))
+    at = pd.Series(np.arange(len(tasks)), index=tasks)[trace["task"]].to_numpy()
+    trace["ready"] = trace["start"] = start[at]
+    trace["end"] = start[at] + duration[at]
     return TraceSource("transfers.parquet", trace, None, "synthetic")
 
 
@@ -158,6 +172,9 @@ def test_recovers_link_bandwidths_and_latencies_within_2_percent(profile):
         assert close(links[kind]["bandwidth"], bandwidth), (kind, links[kind]["bandwidth"], bandwidth)
         assert close(links[kind]["latency"], latency), (kind, links[kind]["latency"], latency)
     assert close(links["host"]["latency"], TRUE["host"][1])
+    # All-reduce rings are fitted with the transfers, as their own direction.
+    for kind in ("network", "pcie-uplink"):
+        assert close(links[kind]["directions"]["allreduce"]["bandwidth"], TRUE[kind][0]), kind
     # Never a bottleneck: the given bandwidth is kept, and marked so; the NIC's latency cannot be told apart.
     assert not links["host"]["bandwidth_fitted"] and not links["nic"]["bandwidth_fitted"]
     assert not links["nic"]["latency_fitted"]
@@ -459,7 +476,7 @@ def test_a_configuration_applies_its_profile(profile, files, tmp_path, capsys):
     again = load_profile(tmp_path / "again.toml")
     assert again.data["provenance"]["measured_on"] == [f"simulated: {hardware}"]
     assert close(again.data["sampling"]["cpu"]["per_edge"], true.per_edge)
-    assert again.data["fit"]["skipped"]["transfers_overlapping"] > 0
+    assert again.data["fit"]["skipped"]["links_overlapping"] > 0
     bad = tmp_path / "bad.toml"
     bad.write_text(TINY.format(hardware=hardware, profile=hardware))
     err = _one_line_error(["sim", str(bad), "--out", str(tmp_path / "run2")], capsys)
