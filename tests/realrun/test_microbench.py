@@ -8,6 +8,7 @@ it the two worker processes starting (spawn imports torch in each).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -157,11 +158,13 @@ def test_a_hung_worker_is_stopped_within_the_timeout(tmp_path: Path) -> None:
         quick=True,
         benchmarks=("p2p",),
         comm_bytes=(64 * 1024 * 1024,),
-        repeats=200,
+        repeats=1000,  # 64 GiB in all: over 10 s even at 5 GB/s loopback
         comm_timeout_s=3.0,
     )
+    began = time.monotonic()
     with pytest.raises(MicrobenchError, match=r"worker\(s\) \[0, 1\] still running after 3 s; stopped them"):
         run_microbench(cfg, tmp_path)
+    assert time.monotonic() - began < 3.0 + 10.0  # the deadline, plus killing and joining
     assert multiprocessing.active_children() == []
 
 
