@@ -18,6 +18,9 @@ benchmark     phase       what is timed
 Every measurement is warmed up, then repeated; every repeat is one trace row whose
 ``iteration`` is the repeat's index. Timing is wall clock (``time.perf_counter``)
 around the operation, with ``torch.cuda.synchronize`` before and after on a GPU.
+Repeats reuse the same buffers, so on a CPU whatever fits in the last-level cache is
+measured cache-warm (a 1 MiB host memcpy runs at cache, not DRAM, bandwidth), as a
+training loop's small, repeated copies mostly are; the largest sizes show DRAM.
 
 The trace is built by :func:`workbench.trace.build_trace` from a small plan of the
 measured tasks (one task per benchmark, variant, size and repeat), so its columns mean
