@@ -116,6 +116,13 @@ class MicrobenchConfig:
         default=120.0, metadata=_help("seconds the two worker processes may take before they are stopped")
     )
     seed: int = field(default=0, metadata=_help("seed of the random indices, features and sampled blocks"))
+    threads: int | None = field(
+        default=None,
+        metadata=_help(
+            "torch CPU threads during the run (default: torch's own); 1 keeps a multi-threaded copy "
+            "from waiting for a core another process holds"
+        ),
+    )
     quick: bool = field(default=False, metadata=_help("the small sweep (what the tests run)"))
 
     def __post_init__(self) -> None:
@@ -142,6 +149,8 @@ class MicrobenchConfig:
             )
         if min(self.gather_table_rows, self.feature_dim, self.spmm_fanout, *self.spmm_graph) < 1:
             raise ConfigError("microbench table rows, feature width, fanout and graph size must be >= 1")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"microbench threads must be >= 1, got {self.threads}")
         if not self.comm_timeout_s > 0:
             raise ConfigError(f"microbench comm_timeout_s must be positive, got {self.comm_timeout_s}")
 
@@ -552,7 +561,8 @@ def environment(device: str) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": _cpu_model(),
-        "cpu_threads": torch.get_num_threads(),
+        "cpu_threads": torch.get_num_threads(),  # torch's, during the run
+        "cpu_count": os.cpu_count(),
         "hostname": socket.gethostname(),
     }
     if device == "cuda" and torch.cuda.is_available():
@@ -606,24 +616,32 @@ def run_microbench(
 
     notes: list[str] = []
     rec = _Recorder(t0=began)
-    _copy_benchmarks(cfg, rec, say, notes)
-    if "gather" in cfg.benchmarks:
-        _gather_benchmark(cfg, rec, say)
-    if "spmm" in cfg.benchmarks:
-        _spmm_benchmark(cfg, rec, say)
-    workers = {"m0.gpu0": 0} if cfg.device == "cuda" else {HOST: 0}
-    if {"allreduce", "p2p"} & set(cfg.benchmarks):
-        workers.update(_comm_benchmarks(cfg, rec, say, notes))
+    threads_before = torch.get_num_threads()
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    try:
+        env = environment(cfg.device)
+        _copy_benchmarks(cfg, rec, say, notes)
+        if "gather" in cfg.benchmarks:
+            _gather_benchmark(cfg, rec, say)
+        if "spmm" in cfg.benchmarks:
+            _spmm_benchmark(cfg, rec, say)
+        workers = {"m0.gpu0": 0} if cfg.device == "cuda" else {HOST: 0}
+        if {"allreduce", "p2p"} & set(cfg.benchmarks):
+            workers.update(_comm_benchmarks(cfg, rec, say, notes))
+    finally:
+        torch.set_num_threads(threads_before)
     run_id = f"microbench-{cfg.device}"
     trace = rec.trace(run_id, workers)
     summary = summarize(trace, rec.work)
     meta = {
         "run_id": run_id,
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()},
-        "environment": environment(cfg.device),
+        "environment": env,
         "notes": notes,
         "timing": "wall clock (perf_counter) around each operation; torch.cuda.synchronize before and "
-        "after on a GPU; warm-up runs untimed; every timed repeat is a row, iteration = repeat index",
+        "after on a GPU; warm-up runs untimed; every timed repeat is a row, iteration = repeat index; "
+        "the communicating workers run torch with one thread each",
         "seconds": round(time.perf_counter() - began, 3),
     }
     result = MicrobenchResult(trace, summary, meta)

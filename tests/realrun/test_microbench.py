@@ -121,9 +121,11 @@ def test_copy_time_grows_with_size(quick, bench: str) -> None:
 
 def test_only_runs_what_is_asked(tmp_path: Path) -> None:
     cfg = MicrobenchConfig.default(
-        "cpu", quick=True, benchmarks=("gather",), gather_rows=(10, 100), repeats=3, warmup=0
+        "cpu", quick=True, benchmarks=("gather",), gather_rows=(10, 100), repeats=3, warmup=0, threads=1
     )
+    threads = torch.get_num_threads()
     result = run_microbench(cfg, tmp_path)
+    assert result.meta["environment"]["cpu_threads"] == 1 and torch.get_num_threads() == threads
     assert set(result.trace["benchmark"]) == {"gather"} and len(result.trace) == 6
     assert list(result.summary["size"]) == [10, 100]
     assert np.isfinite(result.summary["gb_per_s"]).all()
@@ -134,6 +136,8 @@ def test_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
         MicrobenchConfig.default("cpu", benchmarks=("fft",))
     with pytest.raises(ConfigError, match="repeats >= 1"):
         MicrobenchConfig.default("cpu", repeats=0)
+    with pytest.raises(ConfigError, match="threads must be >= 1"):
+        MicrobenchConfig.default("cpu", threads=0)
     with pytest.raises(ConfigError, match="multiples of 4"):
         MicrobenchConfig.default("cpu", comm_bytes=(6,))
     assert main(["microbench", "--only", "fft"]) == 2

@@ -50,6 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default 120, quick 60)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of indices, features and sampled blocks")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's own). On a shared machine, 1 keeps a "
+        "multi-threaded copy from stalling for a scheduler tick when another process holds a core",
+    )
     p.set_defaults(handler=run_microbench_command)
 
 
@@ -63,6 +70,8 @@ def run_microbench_command(args: argparse.Namespace) -> int:
         overrides["repeats"] = args.repeats
     if args.warmup is not None:
         overrides["warmup"] = args.warmup
+    if args.threads is not None:
+        overrides["threads"] = args.threads
     if args.timeout is not None:
         overrides["comm_timeout_s"] = args.timeout
     if args.only:
