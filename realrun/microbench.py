@@ -40,9 +40,11 @@ with a peer GPU the workers use NCCL between ``m0.gpu0`` and ``m0.gpu1``; with a
 GPU, NCCL cannot pair two processes on it, so they use gloo on host memory and the
 run's ``config.json`` says so.
 
-A run writes one folder: ``trace.parquet``, ``summary.csv`` (per benchmark, variant and
-size: median, min and max seconds, bandwidth) and ``config.json`` (the configuration,
-the library versions, the device and the notes above that apply).
+A run writes one folder: ``trace.parquet``, ``plan.json`` (the measured tasks, whose
+``features`` — rows, edges, widths, FLOPs — a cost-model fit joins to the trace by
+``task``), ``summary.csv`` (per benchmark, variant and size: median, min and max
+seconds, bandwidth) and ``config.json`` (the configuration, the library versions, the
+device and the notes above that apply).
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ class MicrobenchResult:
     trace: pd.DataFrame
     summary: pd.DataFrame
     meta: dict[str, Any]
+    plan: Plan
     out_dir: Path | None = None
 
 
@@ -221,24 +224,30 @@ class _Recorder:
             self.end.append(end - self.t0)
             self.extra.append((benchmark, variant, size))
 
-    def trace(self, run_id: str, device_workers: dict[str, int]) -> pd.DataFrame:
-        Plan(name=run_id, tasks=self.tasks).validate()  # the vocabulary is the plan's
+    def plan(self, run_id: str, device_workers: dict[str, int]) -> Plan:
+        """The measured tasks as a plan (no dependencies: each repeat stands alone)."""
+        plan = Plan(name=run_id, tasks=list(self.tasks), workers=dict(device_workers),
+                    meta={"kind": "microbench"})  # fmt: skip
+        plan.validate()  # the vocabulary is the plan's
+        return plan
+
+    def trace(self, plan: Plan) -> pd.DataFrame:
         rows = TraceRows(self.row_task, self.device, self.engine, self.start, self.start, self.end)
-        df = build_trace(self.tasks, rows, run_id, "real", device_workers)
+        df = build_trace(plan.tasks, rows, plan.name, "real", plan.workers)
         extra = pd.DataFrame(self.extra, columns=["benchmark", "variant", "size"])
         return pd.concat([df, extra.astype({"size": np.int64})], axis=1)
 
 
 class _Clock:
-    """Wall-clock time with the device's queue drained first (a GPU runs asynchronously)."""
+    """Wall-clock time with the queues of the GPUs involved drained first (a GPU runs
+    asynchronously; a peer copy involves two)."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.device = device
+    def __init__(self, *devices: torch.device) -> None:
+        self.gpus = [d for d in devices if d.type == "cuda"]
 
     def now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
+        for d in self.gpus:
+            torch.cuda.synchronize(d)
         return time.perf_counter()
 
 
@@ -264,9 +273,8 @@ def _copy_benchmarks(
 ) -> None:
     cuda = cfg.device == "cuda"
     dev = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    clock = _Clock(dev)
     gpu = "m0.gpu0"
-    if not cuda:
+    if not cuda and {"h2d", "d2h", "d2d"} & set(cfg.benchmarks):
         notes.append(
             "cpu: h2d, d2h and d2d are host memcpy between two host buffers (variant host-memcpy, "
             "src == dst == m0.host, so bytes is 0 and buffer_bytes the size); pinned memory needs CUDA "
@@ -287,6 +295,7 @@ def _copy_benchmarks(
             for size in cfg.copy_bytes:
                 a, b = _copy_buffers(bench, variant, size, dev)
                 non_blocking = variant == "pinned"
+                clock = _Clock(a.device, b.device)
                 spans = _timed(clock, lambda a=a, b=b, nb=non_blocking: b.copy_(a, non_blocking=nb),
                                cfg.warmup, cfg.repeats)  # fmt: skip
                 row_device = dst if dst.split(".")[-1].startswith("gpu") else src
@@ -632,7 +641,8 @@ def run_microbench(
     finally:
         torch.set_num_threads(threads_before)
     run_id = f"microbench-{cfg.device}"
-    trace = rec.trace(run_id, workers)
+    plan = rec.plan(run_id, workers)
+    trace = rec.trace(plan)
     summary = summarize(trace, rec.work)
     meta = {
         "run_id": run_id,
@@ -644,11 +654,12 @@ def run_microbench(
         "the communicating workers run torch with one thread each",
         "seconds": round(time.perf_counter() - began, 3),
     }
-    result = MicrobenchResult(trace, summary, meta)
+    result = MicrobenchResult(trace, summary, meta, plan)
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_trace(trace, out / "trace.parquet")
+        plan.save(out / "plan.json")
         summary.to_csv(out / "summary.csv", index=False)
         (out / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
         result.out_dir = out

@@ -24,6 +24,7 @@ from realrun.microbench import (
 )
 from workbench.cli.main import main
 from workbench.errors import ConfigError
+from workbench.plan import Plan
 from workbench.trace import OPTIONAL_COLUMNS, REQUIRED_COLUMNS, read_trace
 
 
@@ -37,8 +38,17 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[MicrobenchConfig, P
 
 def test_writes_one_folder_in_the_trace_schema(quick) -> None:
     cfg, out = quick
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "summary.csv", "trace.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "plan.json",
+        "summary.csv",
+        "trace.parquet",
+    ]
     trace = read_trace(out / "trace.parquet")  # validates the schema
+    plan = Plan.load(out / "plan.json")
+    assert [t.id for t in plan.tasks] == list(dict.fromkeys(trace["task"]))
+    spmm = next(t for t in plan.tasks if t.id.startswith("spmm."))
+    assert spmm.features["edges"] == spmm.items > 0 and spmm.features["in_dim"] == cfg.feature_dim
     assert list(trace.columns[: len(REQUIRED_COLUMNS) + len(OPTIONAL_COLUMNS)]) == [
         *REQUIRED_COLUMNS,
         *OPTIONAL_COLUMNS,

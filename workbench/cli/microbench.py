@@ -4,8 +4,9 @@ Host-to-device and device-to-host copies (pageable and pinned), device-to-device
 feature gather (``index_select``), sparse aggregation over a sampled block, and all-reduce
 and point-to-point between two worker processes, each over a sweep of sizes, warmed up
 and then repeated. Writes ``trace.parquet`` (the shared trace schema, one row per repeat),
-``summary.csv`` and ``config.json`` to ``--out`` (default ``reports/microbench/<device>/``)
-and prints the summary. On the CPU the "device" copies are host memcpy, and the run's
+``plan.json`` (the measured tasks and their cost features), ``summary.csv`` and
+``config.json`` to ``--out`` (default ``reports/microbench/<device>/``) and prints the
+summary. On the CPU the "device" copies are host memcpy, and the run's
 ``config.json`` says so (see :mod:`realrun.microbench`).
 """
 
@@ -83,5 +84,7 @@ def run_microbench_command(args: argparse.Namespace) -> int:
         print(line)
     for note in result.meta["notes"]:
         print(f"note: {note}")
-    print(f"wrote {result.out_dir}: trace.parquet ({len(result.trace)} rows), summary.csv, config.json")
+    print(
+        f"wrote {result.out_dir}: trace.parquet ({len(result.trace)} rows), plan.json, summary.csv, config.json"
+    )
     return 0
