@@ -45,9 +45,11 @@ import dataclasses
 import errno
 import json
 import os
+import pickle
 import shutil
 import signal
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,10 +116,16 @@ def check_device(device: str, workers: int) -> None:
 
 
 def prepare_real_run(
-    config_path: str | Path, workers: int | None, device: str, *, progress: bool = False
+    config_path: str | Path,
+    workers: int | None,
+    device: str,
+    *,
+    progress: bool = False,
+    local_workers: int | None = None,
 ) -> tuple[PreparedRun, Plan, RunConfig]:
     """Load the configuration (``workers`` overrides ``[training] workers``), check the device and
-    the scheme, prepare the run and build its plan."""
+    the scheme, prepare the run and build its plan. ``local_workers``: how many of the workers
+    run on this machine (default all; torchrun says how many per node)."""
     from realrun.schemes import real_scheme
     from workbench.run import prepare_run, strategy_config
 
@@ -129,7 +137,7 @@ def prepare_real_run(
     scheme = strategy_config(config, "execution")
     real_scheme(scheme.name)  # type: ignore[union-attr]
     prepared = prepare_run(config, progress=progress)
-    check_device(device, prepared.inputs.num_workers)
+    check_device(device, local_workers or prepared.inputs.num_workers)
     return prepared, prepared.plan(), config
 
 
@@ -188,10 +196,20 @@ def launch(
         init_method=f"tcp://127.0.0.1:{free_port(port)}",
         fault=check_fault(os.environ.get(FAULT_ENV)),
     )
+    # The workers load the setup (graph, epoch, plan index: megabytes) from a file. Handed
+    # through spawn's pipe instead, a worker that dies while starting would leave the launcher
+    # blocked in Process.start() writing the rest of it (the parent holds the pipe's read end
+    # until the write returns).
+    scratch = Path(tempfile.mkdtemp(prefix="gnnwb-realrun-"))
+    setup_path = scratch / "setup.pickle"
+    with setup_path.open("wb") as f:
+        pickle.dump(setup, f, protocol=pickle.HIGHEST_PROTOCOL)
     context = mp.get_context("spawn")
     status = context.Array("d", world * len(STATUS_FIELDS), lock=False)
     procs = [
-        context.Process(target=spawned, args=(rank, world, setup, status), name=f"gnnwb-worker-{rank}")
+        context.Process(
+            target=spawned, args=(rank, world, str(setup_path), status), name=f"gnnwb-worker-{rank}"
+        )
         for rank in range(world)
     ]
     started = time.monotonic()
@@ -202,6 +220,7 @@ def launch(
         error = _watch(procs, status, parts, started, time_limit, collective_timeout)
     finally:
         _stop(procs)
+        shutil.rmtree(scratch, ignore_errors=True)
     summary = finish_run(prepared, plan, out, config_path, complete=error is None, error=error)
     if error is not None:
         raise WorkerFailure(

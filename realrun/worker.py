@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import pickle
 import socket
 import sys
 import threading
@@ -96,9 +97,12 @@ def check_fault(spec: str | None) -> str | None:
     return spec
 
 
-def spawned(rank: int, world: int, setup: WorkerSetup, status_array: Any) -> None:
-    """The launcher's process target: worker ``rank`` of ``world`` on this machine."""
+def spawned(rank: int, world: int, setup_path: str, status_array: Any) -> None:
+    """The launcher's process target: worker ``rank`` of ``world`` on this machine, its
+    :class:`WorkerSetup` pickled at ``setup_path``."""
     _exit_with_parent()
+    with open(setup_path, "rb") as f:
+        setup = pickle.load(f)
     code = run_worker(rank, world, rank, setup, Status(status_array, rank))
     sys.stdout.flush()
     sys.stderr.flush()
@@ -129,6 +133,7 @@ def run_worker(rank: int, world: int, local_rank: int, setup: WorkerSetup, statu
             {
                 "t": "error",
                 "rank": rank,
+                "wall": time.time(),
                 "type": type(exc).__name__,
                 "message": str(exc).strip().splitlines()[0] if str(exc).strip() else "",
                 "in_comm": status.in_comm,
@@ -279,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    prepared, plan, config = prepare_real_run(args.config, world, args.device, progress=rank == 0)
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    prepared, plan, config = prepare_real_run(
+        args.config, world, args.device, progress=rank == 0, local_workers=local_world
+    )
     out = Path(args.out) if args.out else default_out(config)
     parts = out / "parts"
     parts.mkdir(parents=True, exist_ok=True)

@@ -218,3 +218,41 @@ def test_fault_specs_are_checked() -> None:
     assert check_fault(None) is None
     with pytest.raises(ValueError, match="KIND:RANK:ITERATION"):
         check_fault("explode:1")
+
+
+@pytest.mark.slow
+def test_the_worker_runs_under_torchrun(config: Path, tmp_path: Path) -> None:
+    """The command the launcher's docstring gives for many machines, on one: two CPU workers."""
+    out = tmp_path / "run"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2"]
+    torchrun += ["--master-port", str(free_port())]
+    cmd = [*torchrun, "-m", "realrun.worker", str(config), "--device", "cpu", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((out / "run.json").read_text())
+    assert results["status"] == "complete" and results["workers"] == 2
+    trace = read_trace(out / "trace.parquet")
+    assert set(trace["worker"]) == {0, 1}
+    assert "bytes match plan: True" in done.stdout
+
+
+UNGUARDED = """
+from pathlib import Path
+from realrun.launcher import launch, prepare_real_run
+cfg = Path({config!r})
+prepared, plan, _ = prepare_real_run(cfg, 2, "cpu")
+launch(prepared, plan, cfg, out=Path({out!r}), collective_timeout=5)
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_while_starting_does_not_block_the_launcher(config: Path, tmp_path: Path) -> None:
+    """A script without a main guard: each spawned worker re-runs it and dies while starting,
+    before it has read its setup. The launcher must not wait for it (spawn's pipe would block)."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED.format(config=str(config), out=str(tmp_path / "run")))
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    assert "WorkerFailure: worker" in done.stderr and "died (exit code 1)" in done.stderr
