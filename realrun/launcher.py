@@ -32,6 +32,13 @@ a call that waits for other workers) ten times a second:
   worker is named (its last phase and iteration);
 * ``--time-limit`` bounds the whole run.
 
+``--emulate-network`` (root on Linux) runs every worker in its own network namespace,
+joined through a bridge by veth links that tc shapes to the cluster's network link rate
+(or ``--link-bandwidth``), so remote fetches and all-reduce cross a real bandwidth-limited
+TCP network; ``run.json``'s ``network`` describes it (tc netem is missing here, so no
+latency is added, and it says so). The namespaces are removed when the run ends, after
+the workers are stopped, also when it fails (:mod:`realrun.network`).
+
 On any of these the launcher stops every other worker (SIGTERM, SIGKILL a second later),
 writes the trace of the rows written so far and the finished epochs' results, and
 fails with one line naming the worker. A worker that outlives its launcher ends itself
@@ -41,6 +48,7 @@ margin, so the launcher decides first, and names the right worker.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -167,16 +175,67 @@ def launch(
     time_limit: float = DEFAULT_TIME_LIMIT,
     collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT,
     port: int = 0,
+    emulate_network: bool = False,
+    link_bandwidth_bps: float | None = None,
 ) -> RunSummary:
     """Run ``prepared`` for real with one process per worker; raises :class:`WorkerFailure` naming
-    the worker when one dies or hangs (after writing what the workers recorded)."""
+    the worker when one dies or hangs (after writing what the workers recorded).
+
+    ``emulate_network``: every worker in its own network namespace, links shaped to
+    ``link_bandwidth_bps`` bits/s (default: the cluster's network link), see
+    :mod:`realrun.network`; the namespaces are removed when the run ends, however it ends."""
+    if not time_limit > 0 or not collective_timeout > 0:
+        raise ConfigError("--time-limit and --collective-timeout must be positive")
+    world = prepared.inputs.num_workers
+    with contextlib.ExitStack() as stack:
+        net = None
+        if emulate_network:
+            net = stack.enter_context(_network(prepared, device, world, link_bandwidth_bps))
+        return _launch(
+            prepared, plan, config_path, device=device, out=out, epochs=epochs, evaluate=evaluate,
+            time_limit=time_limit, collective_timeout=collective_timeout, port=port, net=net,
+        )  # fmt: skip
+    raise AssertionError("unreachable")  # pragma: no cover - the with block returns or raises
+
+
+def _network(prepared: PreparedRun, device: str, world: int, rate_bps: float | None) -> Any:
+    """The emulated network's context for this run (checks first: device, rate, permission)."""
+    from realrun.network import cluster_link_bandwidth, emulated_network
+
+    if device != "cpu":
+        raise ConfigError(
+            "--emulate-network runs with --device cpu only (NCCL between GPUs of one machine would "
+            "bypass the emulated links); drop --emulate-network or use --device cpu"
+        )
+    if rate_bps is None:
+        rate_bps = cluster_link_bandwidth(prepared.cluster)
+        if rate_bps is None:
+            raise ConfigError(
+                f"--emulate-network: cluster {prepared.cluster.name!r} has no network link to take the "
+                "rate from (one machine); give one with --link-bandwidth, e.g. --link-bandwidth 10Gbit"
+            )
+    return emulated_network(world, rate_bps)
+
+
+def _launch(
+    prepared: PreparedRun,
+    plan: Plan,
+    config_path: str | Path,
+    *,
+    device: str,
+    out: Path | None,
+    epochs: int | None,
+    evaluate: bool,
+    time_limit: float,
+    collective_timeout: float,
+    port: int,
+    net: Any,
+) -> RunSummary:
     import torch.multiprocessing as mp
 
     from realrun.schemes.base import STATUS_FIELDS
     from realrun.worker import FAULT_ENV, WorkerSetup, check_fault, spawned
 
-    if not time_limit > 0 or not collective_timeout > 0:
-        raise ConfigError("--time-limit and --collective-timeout must be positive")
     world = prepared.inputs.num_workers
     out = Path(out) if out is not None else default_out(prepared.config)
     parts = out / "parts"
@@ -193,7 +252,10 @@ def launch(
         epochs=epochs or prepared.config.training.epochs,
         evaluate=evaluate,
         backend_timeout=collective_timeout + BACKEND_MARGIN,
-        init_method=f"tcp://127.0.0.1:{free_port(port)}",
+        # Emulated: rank 0's address in its own namespace, where every port is free.
+        init_method=f"tcp://{net.addresses[0]}:{port or 29500}"
+        if net is not None
+        else f"tcp://127.0.0.1:{free_port(port)}",
         fault=check_fault(os.environ.get(FAULT_ENV)),
     )
     # The workers load the setup (graph, epoch, plan index: megabytes) from a file. Handed
@@ -206,12 +268,22 @@ def launch(
         pickle.dump(setup, f, protocol=pickle.HIGHEST_PROTOCOL)
     context = mp.get_context("spawn")
     status = context.Array("d", world * len(STATUS_FIELDS), lock=False)
-    procs = [
-        context.Process(
-            target=spawned, args=(rank, world, str(setup_path), status), name=f"gnnwb-worker-{rank}"
-        )
-        for rank in range(world)
-    ]
+    if net is None:
+        procs = [
+            context.Process(
+                target=spawned, args=(rank, world, str(setup_path), status), name=f"gnnwb-worker-{rank}"
+            )
+            for rank in range(world)
+        ]
+    else:
+        procs = [
+            context.Process(
+                target=spawned_in_namespace,
+                args=(net.worker_ns[rank], net.ifname, rank, world, str(setup_path), status),
+                name=f"gnnwb-worker-{rank}",
+            )
+            for rank in range(world)
+        ]
     started = time.monotonic()
     error: str | None = None
     try:
@@ -221,13 +293,35 @@ def launch(
     finally:
         _stop(procs)
         shutil.rmtree(scratch, ignore_errors=True)
-    summary = finish_run(prepared, plan, out, config_path, complete=error is None, error=error)
+    summary = finish_run(
+        prepared,
+        plan,
+        out,
+        config_path,
+        complete=error is None,
+        error=error,
+        network=net.metadata() if net is not None else None,
+    )
     if error is not None:
         raise WorkerFailure(
             f"{error}; stopped the other workers; kept {summary.trace_rows} trace rows and "
             f"{len(summary.results)} finished epoch(s) in {out}/"
         )
     return summary
+
+
+def spawned_in_namespace(
+    netns: str, ifname: str, rank: int, world: int, setup_path: str, status_array: Any
+) -> None:
+    """The process target under ``--emulate-network``: enter the worker's network namespace
+    before anything opens a socket (gloo's threads, started later, inherit it), then run
+    :func:`realrun.worker.spawned`."""
+    from realrun.network import enter
+    from realrun.worker import spawned
+
+    enter(netns)
+    os.environ["GLOO_SOCKET_IFNAME"] = ifname
+    spawned(rank, world, setup_path, status_array)
 
 
 def _watch(
@@ -342,8 +436,10 @@ def finish_run(
     *,
     complete: bool,
     error: str | None = None,
+    network: dict[str, Any] | None = None,
 ) -> RunSummary:
-    """Merge the part files into ``trace.parquet``, ``results.csv`` and ``run.json`` under ``out``."""
+    """Merge the part files into ``trace.parquet``, ``results.csv`` and ``run.json`` under ``out``
+    (``network``: the emulated network's description, :meth:`realrun.network.EmulatedNetwork.metadata`)."""
     import pandas as pd
 
     from realrun.traces import build_real_trace, epoch_results, read_parts
@@ -374,6 +470,7 @@ def finish_run(
         "cuda": first.get("cuda"),
         "hosts": sorted({s.get("host", "") for s in records.starts.values()}),
         "errors": {str(w): {k: v for k, v in e.items() if k != "t"} for w, e in records.errors.items()},
+        "network": network or {"emulated": False},
     }
     (out / "run.json").write_text(json.dumps(meta, indent=1, default=str))
     return RunSummary(out, len(trace), results, complete, error)

@@ -40,6 +40,12 @@ with a peer GPU the workers use NCCL between ``m0.gpu0`` and ``m0.gpu1``; with a
 GPU, NCCL cannot pair two processes on it, so they use gloo on host memory and the
 run's ``config.json`` says so.
 
+With ``emulate_network`` (``--emulate-network --link-bandwidth 100Mbit``) the two
+workers sit in network namespaces of their own, joined through a bridge by veth links
+that tc shapes to the given rate (:mod:`realrun.network`; gloo, also on a GPU), and
+``config.json``'s ``network`` describes the links (no latency is added: tc netem is
+missing on these machines). The namespaces are removed when the benchmark ends.
+
 A run writes one folder: ``trace.parquet``, ``plan.json`` (the measured tasks, whose
 ``features`` — rows, edges, widths, FLOPs — a cost-model fit joins to the trace by
 ``task``), ``summary.csv`` (per benchmark, variant and size: median, min and max
@@ -49,6 +55,7 @@ device and the notes above that apply).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -126,6 +133,16 @@ class MicrobenchConfig:
         ),
     )
     quick: bool = field(default=False, metadata=_help("the small sweep (what the tests run)"))
+    emulate_network: bool = field(
+        default=False,
+        metadata=_help(
+            "run all-reduce and p2p between two network namespaces joined by tc-shaped veth links "
+            "(realrun.network; root on Linux)"
+        ),
+    )
+    link_bandwidth_bps: float | None = field(
+        default=None, metadata=_help("each emulated link's rate in bits/s (needed with emulate_network)")
+    )
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -155,6 +172,13 @@ class MicrobenchConfig:
             raise ConfigError(f"microbench threads must be >= 1, got {self.threads}")
         if not self.comm_timeout_s > 0:
             raise ConfigError(f"microbench comm_timeout_s must be positive, got {self.comm_timeout_s}")
+        if self.emulate_network and not (self.link_bandwidth_bps or 0) > 0:
+            raise ConfigError(
+                "microbench --emulate-network needs --link-bandwidth (no configuration names a cluster "
+                "here), for example --link-bandwidth 100Mbit"
+            )
+        if self.link_bandwidth_bps is not None and not self.emulate_network:
+            raise ConfigError("microbench --link-bandwidth applies only with --emulate-network")
 
     @classmethod
     def default(cls, device: str = "cpu", quick: bool = False, **overrides: Any) -> MicrobenchConfig:
@@ -434,7 +458,14 @@ def _comm_worker(rank: int, spec: dict[str, Any], out_path: str) -> None:
         import torch.distributed as dist
 
         torch.set_num_threads(1)
-        if sys.platform.startswith("linux") and Path("/sys/class/net/lo").exists():
+        host = "127.0.0.1"
+        if spec.get("netns"):  # the emulated network: this worker's namespace, its shaped link
+            from realrun.network import enter
+
+            enter(spec["netns"][rank])
+            os.environ["GLOO_SOCKET_IFNAME"] = spec["ifname"]
+            host = spec["addresses"][0]
+        elif sys.platform.startswith("linux") and Path("/sys/class/net/lo").exists():
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on 127.0.0.1
         backend = spec["backend"]
         dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
@@ -442,7 +473,7 @@ def _comm_worker(rank: int, spec: dict[str, Any], out_path: str) -> None:
             torch.cuda.set_device(dev)
         dist.init_process_group(
             backend,
-            init_method=f"tcp://127.0.0.1:{spec['port']}",
+            init_method=f"tcp://{host}:{spec['port']}",
             rank=rank,
             world_size=2,
             timeout=timedelta(seconds=spec["timeout"]),
@@ -485,11 +516,31 @@ def _comm_worker(rank: int, spec: dict[str, Any], out_path: str) -> None:
 
 
 def _comm_benchmarks(
-    cfg: MicrobenchConfig, rec: _Recorder, say: Callable[[str], None], notes: list[str]
+    cfg: MicrobenchConfig,
+    rec: _Recorder,
+    say: Callable[[str], None],
+    notes: list[str],
+    network_meta: dict[str, Any] | None = None,
 ) -> dict[str, int]:
-    """All-reduce and p2p between two spawned worker processes; returns device -> worker."""
+    """All-reduce and p2p between two spawned worker processes; returns device -> worker.
+    With ``cfg.emulate_network`` the two run in network namespaces joined by shaped links
+    (torn down before this returns, also on a failure) and ``network_meta`` gets their
+    description."""
+    network_meta = {} if network_meta is None else network_meta
     benches = [b for b in ("allreduce", "p2p") if b in cfg.benchmarks]
-    if cfg.device == "cuda" and torch.cuda.device_count() >= 2:
+    if cfg.emulate_network:
+        from realrun.network import check_available, format_bits
+
+        check_available()
+        backend, nodes = "gloo", [HOST, PEER_HOST]
+        engines = {"allreduce": "collective", "p2p": "net"}
+        notes.append(
+            "allreduce and p2p: two worker processes on this machine, each in its own network namespace, "
+            f"gloo over veth links through a bridge, each link shaped by tc tbf to "
+            f"{format_bits(cfg.link_bandwidth_bps or 0)} (see config.json's network); their memories are "
+            "named m0.host and m1.host" + ("; gloo on host memory, not NCCL" if cfg.device == "cuda" else "")
+        )
+    elif cfg.device == "cuda" and torch.cuda.device_count() >= 2:
         backend, nodes = "nccl", ["m0.gpu0", "m0.gpu1"]
         engines = {"allreduce": "collective", "p2p": "d2d"}
     else:
@@ -510,7 +561,15 @@ def _comm_benchmarks(
         "repeats": cfg.repeats,
     }
     ctx = mp.get_context("spawn")
-    with tempfile.TemporaryDirectory(prefix="gnnwb-microbench-") as tmp:
+    network: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if cfg.emulate_network:
+        from realrun.network import emulated_network
+
+        network = emulated_network(2, cfg.link_bandwidth_bps or 0)
+    with tempfile.TemporaryDirectory(prefix="gnnwb-microbench-") as tmp, network as net:
+        if net is not None:
+            spec.update(netns=list(net.worker_ns), addresses=list(net.addresses), ifname=net.ifname)
+            network_meta.update(net.metadata())
         paths = [str(Path(tmp) / f"rank{r}.json") for r in range(2)]
         procs = [ctx.Process(target=_comm_worker, args=(r, spec, paths[r]), daemon=True) for r in range(2)]
         for p in procs:
@@ -624,6 +683,7 @@ def run_microbench(
             progress(f"[{time.perf_counter() - began:6.1f} s] {message}")
 
     notes: list[str] = []
+    network_meta: dict[str, Any] = {}
     rec = _Recorder(t0=began)
     threads_before = torch.get_num_threads()
     if cfg.threads is not None:
@@ -637,7 +697,7 @@ def run_microbench(
             _spmm_benchmark(cfg, rec, say)
         workers = {"m0.gpu0": 0} if cfg.device == "cuda" else {HOST: 0}
         if {"allreduce", "p2p"} & set(cfg.benchmarks):
-            workers.update(_comm_benchmarks(cfg, rec, say, notes))
+            workers.update(_comm_benchmarks(cfg, rec, say, notes, network_meta))
     finally:
         torch.set_num_threads(threads_before)
     run_id = f"microbench-{cfg.device}"
@@ -654,6 +714,8 @@ def run_microbench(
         "the communicating workers run torch with one thread each",
         "seconds": round(time.perf_counter() - began, 3),
     }
+    if network_meta:
+        meta["network"] = network_meta
     result = MicrobenchResult(trace, summary, meta, plan)
     if out_dir is not None:
         out = Path(out_dir)

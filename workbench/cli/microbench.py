@@ -7,7 +7,9 @@ and then repeated. Writes ``trace.parquet`` (the shared trace schema, one row pe
 ``plan.json`` (the measured tasks and their cost features), ``summary.csv`` and
 ``config.json`` to ``--out`` (default ``reports/microbench/<device>/``) and prints the
 summary. On the CPU the "device" copies are host memcpy, and the run's
-``config.json`` says so (see :mod:`realrun.microbench`).
+``config.json`` says so (see :mod:`realrun.microbench`). With ``--emulate-network
+--link-bandwidth 100Mbit`` the two communicating workers sit in network namespaces
+joined by tc-shaped links (:mod:`realrun.network`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="torch CPU threads (default: torch's own). On a shared machine, 1 keeps a "
         "multi-threaded copy from stalling for a scheduler tick when another process holds a core",
     )
+    p.add_argument(
+        "--emulate-network",
+        action="store_true",
+        help="run all-reduce and p2p between two network namespaces joined through a bridge by veth "
+        "links shaped with tc to --link-bandwidth (needs root on Linux; torn down after)",
+    )
+    p.add_argument(
+        "--link-bandwidth",
+        metavar="RATE",
+        default=None,
+        help="each emulated link's rate, e.g. 100Mbit, 1Gbit, 12.5MB/s (needed with --emulate-network)",
+    )
     p.set_defaults(handler=run_microbench_command)
 
 
@@ -75,6 +89,12 @@ def run_microbench_command(args: argparse.Namespace) -> int:
         overrides["threads"] = args.threads
     if args.timeout is not None:
         overrides["comm_timeout_s"] = args.timeout
+    if args.emulate_network:
+        overrides["emulate_network"] = True
+    if args.link_bandwidth is not None:
+        from realrun.network import parse_link_bandwidth
+
+        overrides["link_bandwidth_bps"] = parse_link_bandwidth(args.link_bandwidth)
     if args.only:
         overrides["benchmarks"] = tuple(n.strip() for n in args.only.split(",") if n.strip())
     cfg = MicrobenchConfig.default(args.device, quick=args.quick, **overrides)

@@ -4,7 +4,8 @@ One process per worker with torch.distributed between them (gloo on CPU, NCCL on
 writes the run's folder (``--out``, default ``reports/runs/<name>-real/``): the trace
 (the simulator's schema, rows named by the plan's tasks), per-epoch results (time,
 bytes by phase measured and planned, loss, accuracy), ``run.json`` and the configuration.
-See :mod:`realrun.launcher` for failure handling and the torchrun command across machines.
+See :mod:`realrun.launcher` for failure handling and the torchrun command across machines,
+and :mod:`realrun.network` for ``--emulate-network`` (namespaces, tc-shaped links).
 The executor is imported only when the command runs.
 """
 
@@ -70,6 +71,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-eval", action="store_true", help="skip the test accuracy evaluation after each epoch"
     )
+    p.add_argument(
+        "--emulate-network",
+        action="store_true",
+        help="run every worker in its own network namespace, joined through a bridge by veth links "
+        "shaped with tc to the cluster's network link rate (needs root on Linux, --device cpu; "
+        "everything is removed when the run ends; tc netem is missing here, so no latency is added)",
+    )
+    p.add_argument(
+        "--link-bandwidth",
+        metavar="RATE",
+        default=None,
+        help="with --emulate-network: each link's rate, e.g. 100Mbit, 1Gbit, 12.5MB/s "
+        "(default: the configured cluster's network link)",
+    )
     p.set_defaults(handler=run_realrun)
 
 
@@ -85,6 +100,17 @@ def run_realrun(args: argparse.Namespace) -> int:
 
     if args.epochs is not None and args.epochs < 1:
         raise ConfigError(f"--epochs must be >= 1, got {args.epochs}")
+    link_bandwidth = None
+    if args.link_bandwidth is not None:
+        from realrun.network import parse_link_bandwidth
+
+        if not args.emulate_network:
+            raise ConfigError("--link-bandwidth applies only with --emulate-network")
+        link_bandwidth = parse_link_bandwidth(args.link_bandwidth)
+    if args.emulate_network:
+        from realrun.network import check_available
+
+        check_available()  # before the run is prepared: say at once why it cannot run here
     prepared, plan, config = prepare_real_run(args.config, args.workers, args.device, progress=True)
     inputs = prepared.inputs
     print(
@@ -104,6 +130,8 @@ def run_realrun(args: argparse.Namespace) -> int:
         time_limit=args.time_limit or DEFAULT_TIME_LIMIT,
         collective_timeout=args.collective_timeout or DEFAULT_COLLECTIVE_TIMEOUT,
         port=args.port,
+        emulate_network=args.emulate_network,
+        link_bandwidth_bps=link_bandwidth,
     )
     for line in phase_table(read_trace(summary.out / "trace.parquet")):
         print(line)
