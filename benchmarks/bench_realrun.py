@@ -1,0 +1,378 @@
+"""The real run's tracing and accounting cost: an epoch of ``model-centric`` through the
+workbench's worker loop against a plain training loop, side by side in one run.
+
+    .venv/bin/python benchmarks/bench_realrun.py [--workers 2] [--rounds 7] [--no-dgl] [--config CONFIG.toml]
+
+Run on demand; it prints figures and is never a timed test. Target: (A) costs at most 5%
+more wall time than (B).
+
+Configuration (default, written to a scratch folder): GraphSAGE (3 layers, hidden 128) on
+products-like at 2% scale (about 49,000 vertices, 100 features), fanouts 10/10/5, batch
+128, METIS partition, two workers of one machine (``v100x8-nvswitch``, no GPU cache) on
+the CPU over gloo. Two workers, so the gradients really are all-reduced every iteration
+as in the real run; one machine, so both workers read every input feature from their own
+host memory (``h2d``), as a plain single-machine DGL loop does: no remote fetch, which is
+the scheme's communication, not tracing or accounting, separates the two.
+
+Both loops run in the same two worker processes, started once (no process startup is
+timed), joined by one gloo group; each keeps its own model copy and optimizer, built from
+the run's seed, so they start from the same weights:
+
+(A) the workbench: the worker's epoch as :func:`realrun.worker._train` runs it (a
+    :class:`~realrun.schemes.base.WorkerContext` with the feature store, the byte counter,
+    the part file and the launcher's shared status array), calling
+    ``realrun.schemes.model_centric.run_epoch``: every phase of every iteration timed and
+    written to the part file, every transfer counted, the plan's feature sources;
+(B) a plain loop written here: the same minibatches (the prepared epoch ``epoch[i][w]``,
+    which the spine sampled with the workbench's ``neighbor`` sampler from the run's seed;
+    each iteration turns them into tensors as (A) does), the same layers
+    (:func:`realrun.layers.build_layers`, same seed), the features by one
+    ``index_select`` of the host feature matrix, one forward and one backward, the same
+    flattened gradient ``all_reduce`` over gloo, the same optimizer; no clock, no
+    counting, no trace;
+(C) a plain DGL loop (unless ``--no-dgl``): as (B) but with DGL's layers
+    (:func:`realrun.layers.build_dgl_layers`, the same weights) on DGL blocks made from the
+    same minibatches each iteration (``dgl.create_block``). Context only: it differs from
+    (B) in the layer implementation, not in tracing.
+
+Each round runs one epoch of each loop, in an order that alternates between rounds (A B
+C, then C B A, ...), after one warm-up epoch of each. An epoch's time is the slowest
+worker's, from a barrier to its last update (for (A), its ``epoch_end`` line written).
+Medians over the rounds are printed, with the overhead (A - B) / B, and the first epoch's
+loss of each loop (they see the same data from the same weights, so they agree).
+
+Measured on this 2-core machine: see the closing note of issue 13 (and the output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+CONFIG = """
+name = "bench-realrun"
+seed = 0
+
+[graph]
+name = "products-like"
+scale = 0.02
+
+[hardware]
+name = "v100x8-nvswitch"
+
+[model]
+name = "sage"
+hidden = 128
+num_layers = 3
+
+[training]
+batch_size = 128
+epochs = 1
+optimizer = "adam"
+learning_rate = 0.003
+
+[cache]
+capacity = "0%"
+
+[partition]
+name = "metis"
+
+[sampling]
+name = "neighbor"
+fanouts = [10, 10, 5]
+
+[execution]
+name = "model-centric"
+"""
+
+LOOPS = ("A", "B", "C")
+
+
+# ---- the loops, inside each worker process -------------------------------------------------------
+class Workbench:
+    """(A): the real run's worker state and its epoch, as realrun.worker._train builds and runs them."""
+
+    def __init__(self, rank: int, world: int, setup: dict[str, Any], status_array: Any, parts: str) -> None:
+        import torch
+
+        from realrun.feature_store import ByteCounter, FeatureStore
+        from realrun.schemes import real_scheme
+        from realrun.schemes.base import PartLog, Status, WorkerContext
+
+        prepared = setup["prepared"]
+        inputs = prepared.inputs
+        self.status = Status(status_array, rank)
+        self.log = PartLog(Path(parts) / f"rank{rank}.jsonl")
+        self.counter = ByteCounter()
+        self.scheme = real_scheme(prepared.scheme.registered_name)
+        self.ctx = WorkerContext(
+            rank=rank,
+            world=world,
+            device=torch.device("cpu"),
+            config=prepared.config,
+            inputs=inputs,
+            task_index=setup["task_index"],
+            store=None,
+            counter=self.counter,
+            log=self.log,
+            status=self.status,
+            t0=time.perf_counter(),
+        )
+        self.ctx.store = FeatureStore(
+            inputs,
+            rank,
+            self.ctx.device,
+            inputs.graph.features,
+            self.counter,
+            self.ctx.now,
+            on_comm=self.status.comm,
+        )
+        self.scheme.setup(self.ctx)
+        self.status.joined()
+        self.epochs = 0
+
+    def epoch(self) -> float:
+        """One epoch; returns the mean loss of this worker's seeds."""
+        epoch, ctx = self.epochs, self.ctx
+        self.epochs += 1
+        ctx.epoch = epoch
+        self.log.write({"t": "epoch_start", "epoch": epoch, "time": ctx.now()})
+        totals = self.scheme.run_epoch(ctx, epoch)
+        end = ctx.now()
+        self.log.write(
+            {
+                "t": "epoch_end",
+                "epoch": epoch,
+                "time": end,
+                "bytes": self.counter.take(),
+                "test_acc": None,
+                **totals,
+            }
+        )
+        return totals["loss_sum"] / max(totals["seeds"], 1)
+
+
+class Plain:
+    """(B) and (C): a plain data-parallel loop over the same minibatches, layers and optimizer."""
+
+    def __init__(self, rank: int, world: int, setup: dict[str, Any], dgl: bool) -> None:
+        import numpy as np
+        import torch
+
+        from realrun.layers import build_dgl_layers, build_layers
+        from realrun.schemes.base import make_optimizer
+
+        prepared = setup["prepared"]
+        self.inputs = inputs = prepared.inputs
+        self.rank, self.world, self.dgl = rank, world, dgl
+        config = prepared.config
+        build = build_dgl_layers if dgl else build_layers
+        self.model = build(inputs.model, seed=config.seed)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = make_optimizer(config.training.optimizer, self.params, config.training.learning_rate)
+        graph = inputs.graph
+        # The machine's host memory holds every vertex (one machine): the whole feature matrix.
+        self.features = torch.from_numpy(
+            np.ascontiguousarray(graph.features(np.arange(graph.num_nodes)), dtype=np.float32)
+        )
+        self.labels = torch.as_tensor(np.asarray(graph.labels, dtype=np.int64))
+
+    def epoch(self) -> float:
+        import torch
+        import torch.distributed as dist
+        from torch.nn import functional as F
+
+        from realrun.layers import TensorBlock, to_dgl_block
+
+        loss_sum, seeds = 0.0, 0
+        for it in range(self.inputs.num_iterations):
+            mb = self.inputs.epoch[it][self.rank]
+            if self.dgl:
+                blocks = [to_dgl_block(b) for b in mb.blocks]
+            else:
+                blocks = [TensorBlock.from_block(b) for b in mb.blocks]
+            labels = self.labels[torch.from_numpy(mb.blocks[-1].dst_nodes)]
+            x = self.features.index_select(0, torch.from_numpy(mb.input_nodes))
+            out = self.model(blocks, x)
+            loss = F.cross_entropy(out, labels)
+            correct = int((out.argmax(dim=1) == labels).sum())  # noqa: F841 - what a training loop logs
+            loss.backward()
+            flat = torch.cat([p.grad.reshape(-1) for p in self.params])
+            dist.all_reduce(flat)
+            flat /= self.world
+            offset = 0
+            for p in self.params:
+                n = p.numel()
+                p.grad.copy_(flat[offset : offset + n].view_as(p))
+                offset += n
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=False)
+            loss_sum += float(loss.detach()) * labels.shape[0]
+            seeds += int(labels.shape[0])
+        return loss_sum / max(seeds, 1)
+
+
+def _worker(
+    rank: int, world: int, setup_path: str, status_array: Any, port: int, opts: dict[str, Any]
+) -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    with open(setup_path, "rb") as f:
+        setup = pickle.load(f)
+    # As the real run's worker: the machine's cores shared among its workers.
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=300),
+    )
+    loops: dict[str, Any] = {"A": Workbench(rank, world, setup, status_array, opts["parts"])}
+    loops["B"] = Plain(rank, world, setup, dgl=False)
+    if opts["dgl"]:
+        loops["C"] = Plain(rank, world, setup, dgl=True)
+    names = [n for n in LOOPS if n in loops]
+
+    def timed(name: str) -> tuple[float, float, float]:
+        """The epoch's wall seconds (slowest worker), CPU seconds (all workers) and this worker's loss."""
+        dist.barrier()
+        start, cpu = time.perf_counter(), time.process_time()
+        loss = loops[name].epoch()
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        slowest = torch.tensor([seconds])
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        used = torch.tensor([cpu], dtype=torch.float64)
+        dist.all_reduce(used)
+        return float(slowest), float(used), loss
+
+    first_loss = {n: timed(n)[2] for n in names}  # warm-up: one epoch of each, from the same weights
+    times: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(opts["rounds"]):
+        for n in names if r % 2 == 0 else list(reversed(names)):
+            wall, used, _ = timed(n)
+            times[n].append(wall)
+            cpu[n].append(used)
+    dist.barrier()
+    if rank == 0:
+        with open(opts["result"], "wb") as f:
+            pickle.dump({"times": times, "cpu": cpu, "first_loss": first_loss}, f)
+    dist.destroy_process_group()
+
+
+# ---- the benchmark -------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--config", default=None, help="a model-centric configuration (default: the one above)"
+    )
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--no-dgl", action="store_true", help="leave out (C), the plain DGL loop")
+    args = parser.parse_args(argv)
+
+    import torch.multiprocessing as mp
+
+    from realrun.launcher import free_port, prepare_real_run
+    from realrun.schemes.base import STATUS_FIELDS
+
+    scratch = Path(tempfile.mkdtemp(prefix="gnnwb-bench-realrun-"))
+    try:
+        config_path = Path(args.config) if args.config else scratch / "bench-realrun.toml"
+        if not args.config:
+            config_path.write_text(CONFIG)
+        prepared, plan, config = prepare_real_run(config_path, args.workers, "cpu")
+        inputs = prepared.inputs
+        if inputs.worker_machine.max() != inputs.worker_machine.min():
+            print("note: the workers are on several machines: (A) fetches remote features, (B) does not")
+        setup = {"prepared": prepared, "task_index": {t.id: k for k, t in enumerate(plan.tasks)}}
+        setup_path = scratch / "setup.pickle"
+        with setup_path.open("wb") as f:
+            pickle.dump(setup, f, protocol=pickle.HIGHEST_PROTOCOL)
+        opts = {
+            "rounds": args.rounds,
+            "dgl": not args.no_dgl,
+            "parts": str(scratch / "parts"),
+            "result": str(scratch / "result.pickle"),
+        }
+        (scratch / "parts").mkdir()
+        world = inputs.num_workers
+        context = mp.get_context("spawn")
+        status = context.Array("d", world * len(STATUS_FIELDS), lock=False)  # as the launcher's
+        port = free_port()
+        procs = [
+            context.Process(target=_worker, args=(r, world, str(setup_path), status, port, opts))
+            for r in range(world)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        if any(p.exitcode != 0 for p in procs):
+            print(f"a worker failed: exit codes {[p.exitcode for p in procs]}", file=sys.stderr)
+            return 1
+        with open(opts["result"], "rb") as f:
+            result = pickle.load(f)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    sampling = config.strategy("sampling")
+    seeds = sum(len(mb.blocks[-1].dst_nodes) for row in inputs.epoch for mb in row)
+    print(
+        f"{config.name}: {config.graph.name} ({inputs.graph.num_nodes:,} vertices, {inputs.graph.feat_dim} features), "
+        f"{inputs.model.name} {inputs.model.num_layers} layers, fanouts {sampling.params.get('fanouts') if sampling else None}, "
+        f"batch {config.training.batch_size}, {world} worker(s) on CPU (gloo), {torch_threads(world)} thread(s) each; "
+        f"{inputs.num_iterations} iterations per epoch, {seeds:,} seeds"
+    )
+    times, cpu, first = result["times"], result["cpu"], result["first_loss"]
+    labels = {
+        "A": "(A) workbench worker loop (traced, counted)",
+        "B": "(B) plain loop, same layers",
+        "C": "(C) plain DGL loop (dgl.nn, DGL blocks)",
+    }
+    med = {n: statistics.median(t) for n, t in times.items()}
+    med_cpu = {n: statistics.median(t) for n, t in cpu.items()}
+    for n, t in times.items():
+        print(
+            f"{labels[n]:45s} wall median {med[n] * 1e3:7.1f} ms/epoch (min {min(t) * 1e3:.1f}, "
+            f"max {max(t) * 1e3:.1f}), CPU median {med_cpu[n] * 1e3:7.1f} ms; first epoch's loss {first[n]:.6f}"
+        )
+
+    def ratios(values: dict[str, list[float]], other: str) -> tuple[float, float]:
+        a, b = values["A"], values[other]
+        return (statistics.median(a) - statistics.median(b)) / statistics.median(b), statistics.median(
+            (x - y) / y for x, y in zip(a, b, strict=True)
+        )
+
+    wall, wall_paired = ratios(times, "B")
+    used, used_paired = ratios(cpu, "B")
+    verdict = "within" if max(wall, wall_paired) <= 0.05 else "ABOVE"
+    print(
+        f"overhead (A - B) / B over {len(times['A'])} rounds: wall {wall * 100:+.1f}% of the medians, "
+        f"{wall_paired * 100:+.1f}% median of the rounds' ratios ({verdict} the 5% target); "
+        f"CPU time {used * 100:+.1f}% / {used_paired * 100:+.1f}%"
+    )
+    if "C" in med:
+        dgl, dgl_paired = ratios(times, "C")
+        print(f"(A) against the plain DGL loop (C): wall {dgl * 100:+.1f}% / {dgl_paired * 100:+.1f}%")
+    return 0
+
+
+def torch_threads(world: int) -> int:
+    return max(1, (os.cpu_count() or 1) // world)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
