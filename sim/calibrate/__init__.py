@@ -30,6 +30,7 @@ fit quality and provenance.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from sim.calibrate.compute import MIN_ROWS_TO_COMPARE, NONLINEAR_MARGIN, compute_rows, fit_compute
@@ -49,6 +50,7 @@ from sim.calibrate.profile import (
 from sim.calibrate.sources import (
     CalibrationError,
     TraceSource,
+    attribute_gaps,
     check_same_hardware,
     expand,
     features_from_plan,
@@ -92,13 +94,20 @@ def calibrate(
     *,
     allow_mixed: bool = False,
     keep_overlapping: bool = False,
+    gaps: bool = False,
     seed: int = 0,
     command: str | None = None,
 ) -> Profile:
-    """Fit ``cluster``'s links and a cost model to ``sources``; see the module docstring."""
+    """Fit ``cluster``'s links and a cost model to ``sources``; see the module docstring.
+
+    ``gaps``: attribute each worker's idle gaps to the activity that follows
+    (:func:`sim.calibrate.sources.attribute_gaps`: host overheads of a real run's serial workers).
+    """
     if not sources:
         raise CalibrationError("no traces given")
     check_same_hardware(sources, allow_mixed)
+    if gaps:
+        sources = [dataclasses.replace(s, trace=attribute_gaps(s.trace)) for s in sources]
     links = fit_links(transfer_rows(sources), cluster, keep_overlapping=keep_overlapping)
     rows, missing = compute_rows(sources, cluster)
     fits, compute_skipped = fit_compute(rows, seed) if len(rows) else ([], {})
@@ -144,6 +153,7 @@ def calibrate(
         "fit": {
             "regressor_rule": REGRESSOR_RULE,
             "weights": "relative least squares (each row weighted 1/time^2), coefficients >= 0",
+            "gaps_attributed": gaps,
             "notes": notes,
             "links": links.kinds.get("_overall", {"rows": 0}),
             "skipped": {

@@ -39,8 +39,9 @@ its own (not tied) somewhere takes that fit; tied fits apply to kinds with no ot
 
 Rows left out (counted in the profile): copies within one memory (no link crossed; the
 simulator gives them no time), rows that took no time, and, unless asked to keep them,
-rows that overlapped another transfer on a shared link in the same run (their time
-includes sharing, which the simulator models but this fit does not).
+rows that overlapped another transfer in the same run on a shared link that sharing could
+slow (one under twice the row's bottleneck rate): their time includes sharing, which the
+simulator models but this fit does not.
 """
 
 from __future__ import annotations
@@ -267,6 +268,14 @@ def _overlapping(rows: pd.DataFrame, links: list[tuple[int, ...]]) -> np.ndarray
     return hit[task]
 
 
+def _narrow(leg: Leg, topo: Topology) -> tuple[int, ...]:
+    """A leg's links that sharing with one other transfer could slow: under twice its bottleneck rate."""
+    shares = leg.crossings or (1,) * len(leg.links)
+    return tuple(
+        lid for lid, m in zip(leg.links, shares, strict=True) if topo.capacity[lid] / m < 2 * leg.bandwidth
+    )
+
+
 def _names(sources: list[str]) -> str:
     unique = list(dict.fromkeys(sources))
     text = ", ".join(unique[:3])
@@ -316,7 +325,7 @@ def fit_links(
     if not keep_overlapping and keep.any():
         # A collective's rows (one per device) overlap each other by design: one row per task is
         # enough for the check, and each overlaps only with other tasks.
-        flat = [tuple(lid for leg, _ in ls for lid in leg.links) for ls in legs]
+        flat = [tuple(lid for leg, _ in ls for lid in _narrow(leg, topo)) for ls in legs]
         shared = _overlapping(rows, flat) & keep
         skipped["overlapping"] = int(shared.sum())
         keep &= ~shared

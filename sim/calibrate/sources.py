@@ -13,8 +13,8 @@ calibration needs beside it:
   none of these are left out of the fit, and the profile says how many.
 * **Hardware identity**, to refuse traces of different hardware mixed in one call: a
   ``hardware`` column in the trace (one value per trace); else the metadata beside it:
-  ``run.json`` of a real run (``"<device>: <device_name>"``), ``config.json`` of a
-  microbenchmark run (``"<device>: <GPU name or CPU model>"``), or for a simulated
+  ``run.json`` of a real run or ``config.json`` of a microbenchmark run (``"cpu on
+  <host>"``, ``"cuda: <GPU name> on <host>"``: the device and the machine), or for a simulated
   trace (``executor`` all ``sim``) ``"simulated: <hardware name>"`` from its
   ``config.toml``. A trace none of these describe has an unknown identity and
   conflicts with none.
@@ -198,15 +198,20 @@ def _json(path: Path) -> dict[str, Any] | None:
 def _identity(
     trace: pd.DataFrame, run: dict[str, Any], bench: dict[str, Any], hardware_name: str | None
 ) -> str | None:
+    """``"<device>[: <GPU name>] on <host>"`` from a real run's or a microbenchmark's metadata."""
     if "hardware" in trace.columns and len(trace):
         return str(trace["hardware"].iloc[0])
     if run.get("device"):
-        return f"{run['device']}: {run.get('device_name') or 'unknown device'}"
+        device = str(run["device"])
+        name = f": {run['device_name']}" if device == "cuda" and run.get("device_name") else ""
+        hosts = run.get("hosts") or ["unknown host"]
+        return f"{device}{name} on {','.join(map(str, hosts))}"
     env = bench.get("environment")
     if isinstance(env, dict):
-        device = (bench.get("config") or {}).get("device", "cpu")
+        device = str((bench.get("config") or {}).get("device", "cpu"))
         gpus = env.get("gpus") or []
-        return f"{device}: {gpus[0] if device == 'cuda' and gpus else env.get('cpu', 'unknown CPU')}"
+        name = f": {gpus[0]}" if device == "cuda" and gpus else ""
+        return f"{device}{name} on {env.get('hostname', 'unknown host')}"
     if "executor" in trace.columns and (trace["executor"] == "sim").all():
         return f"simulated: {hardware_name}" if hardware_name else "simulated"
     return None
@@ -226,3 +231,24 @@ def check_same_hardware(sources: list[TraceSource], allow_mixed: bool) -> None:
             f"traces from different hardware: {na} ({a}) and {nb} ({b}); calibrate each hardware "
             "separately, or pass --mixed-hardware to fit them together"
         )
+
+
+def attribute_gaps(trace: pd.DataFrame) -> pd.DataFrame:
+    """The trace with each row's ``start`` moved back over the idle gap before it on its worker.
+
+    In a real run whose workers do one thing at a time (a Python process on a CPU), the time
+    between one timed activity's end and the next one's start is the host's overhead of
+    starting the next (dispatch, bookkeeping); the simulator has no such gaps, so calibration
+    can attribute each to the activity that follows it (``gnnwb calibrate --attribute-gaps``):
+    a row then starts at the later of its ``ready`` and its worker's previous end. Rows that
+    overlapped an earlier one of their worker keep their start.
+    """
+    out = trace.copy()
+    for _, rows in out.groupby(["run_id", "worker"], sort=False):
+        order = rows.sort_values(["start", "end"], kind="stable")
+        start = order["start"].to_numpy()
+        prev_end = np.concatenate([[-np.inf], np.maximum.accumulate(order["end"].to_numpy())[:-1]])
+        earlier = np.maximum(order["ready"].to_numpy(), prev_end)
+        out.loc[order.index, "start"] = np.where(prev_end <= start, np.minimum(earlier, start), start)
+    out["ready"] = np.minimum(out["ready"], out["start"])
+    return out

@@ -481,3 +481,71 @@ def test_a_configuration_applies_its_profile(profile, files, tmp_path, capsys):
     bad.write_text(TINY.format(hardware=hardware, profile=hardware))
     err = _one_line_error(["sim", str(bad), "--out", str(tmp_path / "run2")], capsys)
     assert "is not a calibrated profile" in err
+
+
+# ---- fidelity ------------------------------------------------------------------------------------
+def test_gaps_before_a_workers_activity_count_to_it():
+    from sim.calibrate.sources import attribute_gaps
+
+    trace = pd.DataFrame(
+        {
+            "run_id": "r", "worker": [0, 0, 0, 1], "phase": "forward",
+            "ready": [0.0, 1.0, 1.0, 0.0], "start": [0.0, 1.5, 1.8, 0.5], "end": [1.0, 2.0, 2.5, 1.0],
+        }
+    )  # fmt: skip
+    out = attribute_gaps(trace)
+    # The second row waited 0.5 s after its worker's previous end: counted to it; the third overlapped
+    # the second and keeps its start; worker 1's only row starts at its ready time.
+    assert out["start"].tolist() == [0.0, 1.0, 1.8, 0.0]
+
+
+def test_fidelity_table_keeps_signed_errors_per_phase_and_ranks_beyond_noise(tmp_path):
+    from sim.calibrate.fidelity import Measured, compare, plot, summarize
+
+    measured = {
+        "a": Measured([1.00, 1.02, 0.98], [{"forward": 0.5, "allreduce": 0.5}] * 3),
+        "b": Measured([2.0, 2.0, 2.0], [{"forward": 1.0, "allreduce": 1.0}] * 3),
+        "c": Measured([2.05, 2.0, 1.95], [{"forward": 1.0, "allreduce": 1.0}] * 3),
+    }
+    predicted = {  # forward 20 % over and all-reduce 20 % under: the epoch is right, the phases are not
+        "a": (1.0, {"forward": 0.6, "allreduce": 0.4}),
+        "b": (2.2, {"forward": 1.2, "allreduce": 0.8}),
+        "c": (1.9, {"forward": 1.2, "allreduce": 0.8}),
+    }
+    table = compare(measured, predicted, {k: {"workers": 2} for k in measured})
+    summary = summarize(table)
+    assert summary["epoch_median_abs_error"] == pytest.approx(0.05, rel=1e-9)
+    assert summary["epoch_worst_abs_error"] == pytest.approx(0.1)
+    assert summary["phases"]["forward"]["mean_error"] == pytest.approx(0.2)
+    assert summary["phases"]["allreduce"]["mean_error"] == pytest.approx(-0.2)
+    assert summary["epoch_median_spread"] == pytest.approx(0.04)
+    # b and c differ by less than c's spread: not counted; a is ordered right against both.
+    assert summary["ranking"] == {"pairs": 3, "within_noise": 1, "discordant": 0, "discordant_pairs": []}
+    assert [p.name for p in plot(table, summary, tmp_path)] == ["scatter.png", "phase_errors.png"]
+
+
+def test_fidelity_grid_holds_every_level_out_and_in():
+    from workbench.cli.fidelity import grid
+
+    points = grid([2, 4], quick=False)
+    assert len(points) == 16 and sum(p.held_out for p in points) == 8
+    for attr in ("partition", "placement", "fanouts", "workers"):
+        for level in {getattr(p, attr) for p in points}:
+            assert {p.held_out for p in points if getattr(p, attr) == level} == {True, False}, (attr, level)
+
+
+@pytest.mark.slow
+def test_gnnwb_fidelity_end_to_end(tmp_path, capsys):
+    """Two real configurations per half, two runs each, on a small graph (about a minute)."""
+    argv = ["fidelity", "--out", str(tmp_path), "--quick", "--workers", "2", "--repeats", "2"]
+    argv += ["--iterations", "3", "--batch", "32", "--graph", "sbm:n=2000,blocks=4,deg=6,feat=16"]
+    code, text, err = run_cli(argv, capsys)
+    assert code == 0, err
+    for name in ("table.csv", "summary.json", "report.md", "scatter.png", "phase_errors.png", "profile.toml"):
+        assert (tmp_path / name).exists(), name
+    table = pd.read_csv(tmp_path / "table.csv")
+    assert set(table["config"]) == {"mc-random-none-f10-10-w2", "mc-metis-none-f5-5-w2"}  # the held-out half
+    assert {"epoch", "forward", "backward", "allreduce"} <= set(table["quantity"])
+    profile = load_profile(tmp_path / "profile.toml")
+    calibrated_on = {p.split("/runs/")[1].split("/")[0] for p in profile.data["provenance"]["traces"]}
+    assert calibrated_on == {"mc-random-none-f5-5-w2", "mc-metis-none-f10-10-w2"}  # never the held-out ones

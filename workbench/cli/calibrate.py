@@ -45,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also fit transfers that overlapped another on a shared link (their time includes sharing)",
     )
+    p.add_argument(
+        "--attribute-gaps",
+        action="store_true",
+        help="count the idle gap before each activity of a worker as part of it (the host's overhead "
+        "per task in a real run whose workers do one thing at a time)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out folds and the trees (default 0)")
     p.set_defaults(handler=run_calibrate)
 
@@ -75,6 +81,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         cluster,
         allow_mixed=args.mixed_hardware,
         keep_overlapping=args.keep_overlapping,
+        gaps=args.attribute_gaps,
         seed=args.seed,
         command="gnnwb " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("gnnwb") else None,
     )

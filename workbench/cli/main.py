@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "plan",
     "sim",
     "calibrate",
+    "fidelity",
     "realrun",
     "trace",
     "microbench",
