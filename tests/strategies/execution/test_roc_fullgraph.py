@@ -172,6 +172,7 @@ def test_a_memory_policy_across_machines_exchanges_halos_between_hosts():
 def test_a_partition_too_big_for_one_operator_is_named_with_numbers():
     cfg = config("equal-edge", memory_policy="dpmm", gpu_memory="1MiB")
     with pytest.raises(
-        ConfigError, match=r"part 0 on m0.gpu0 \([\d,]+ vertices\): memory policy 'dpmm': operator 'gather\d' .* needs"
+        ConfigError,
+        match=r"part 0 on m0.gpu0 \([\d,]+ vertices\): memory policy 'dpmm': operator 'gather\d' .* needs",
     ):
         prepare_run(cfg, graph=skewed_graph(n=8000, hubs=800)).plan()
