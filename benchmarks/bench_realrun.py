@@ -1,7 +1,7 @@
 """The real run's tracing and accounting cost: an epoch of ``model-centric`` through the
 workbench's worker loop against a plain training loop, side by side in one run.
 
-    .venv/bin/python benchmarks/bench_realrun.py [--workers 2] [--rounds 7] [--no-dgl] [--config CONFIG.toml]
+    .venv/bin/python benchmarks/bench_realrun.py [--workers 2] [--rounds 7] [--threads N] [--no-dgl] [--config CONFIG.toml]
 
 Run on demand; it prints figures and is never a timed test. Target: (A) costs at most 5%
 more wall time than (B).
@@ -41,23 +41,34 @@ worker's, from a barrier to its last update (for (A), its ``epoch_end`` line wri
 Medians over the rounds are printed, with the overhead (A - B) / B, and the first epoch's
 loss of each loop (they see the same data from the same weights, so they agree).
 
-Measured (2026-11-23, this shared 2-core machine, load average about 3 from other work;
-25 rounds, 2 workers, 15 iterations of 128 seeds per worker per epoch): (A) 312.2 ms,
-(B) 296.5 ms, (C) 271.9 ms median wall per epoch; overhead (A - B) / B = +5.3% of the
-medians, +5.4% median of the rounds' ratios; CPU time +7.7% / +6.7%. The three loops'
-first-epoch losses agree to every printed digit (4.505722). Repeated runs under this load
-gave +5% to +9% (15 to 25 rounds each): at the 5% target, not clearly within it. Before
-the feature store placed rows by a slot array (commit 43ea362) it was +35%: a sort and a
-sorted search per minibatch cost more than the host read itself.
+Measured (2026-11-23, this shared 2-core machine, load average 1.3 to 1.8 from other
+work), after the two fixes below:
 
-Where the rest goes (knocked out one at a time; each is within the noise alone, together
-they account for the gap): the plan's read split (``feature_reads``, the host index, the
-check for one whole read) about 1 to 2%; the trace rows (a JSON line per phase, written
-line-buffered, a ``write`` each) and the launcher's status updates about 2%; timing each
-layer's backward on its own (a ``backward`` call per layer) about 1%. These are real costs
-of per-phase timing and accounting, not measurement artefacts. (C) is about 8% faster
-than (B): DGL's ``SAGEConv`` on DGL blocks beats the plain-PyTorch layers on the CPU; that
-is the layers, not tracing, and the real run uses the plain layers on the CPU too.
+* default, 2 workers x 1 thread, 31 rounds, 15 iterations of 128 seeds per worker per
+  epoch: (A) 317.9 ms, (B) 307.4 ms, (C) 282.2 ms median wall per epoch; overhead
+  (A - B) / B = +3.4% of the medians, +3.0% median of the rounds' ratios (within 5%);
+  CPU time +3.6% / +4.9%;
+* ``--workers 1 --threads 1``, 15 rounds, 31 iterations: (A) 578.8 ms, (B) 542.6 ms,
+  (C) 490.5 ms; +6.7% / +5.5% (CPU +7.1% / +5.8%): above 5%.
+
+Under heavier load (load average 3 to 5) runs scatter by several points either way; with
+two threads per process on the two shared cores single epochs stall for seconds, so use
+one thread per worker there. The three loops' first-epoch losses agree to every printed
+digit (4.505722 with 2 workers), so they train the same model on the same data.
+
+Two fixes came out of this benchmark: the feature store placed a minibatch's rows with a
+sort and a sorted search, which cost more than the host read itself (+35% in all before;
+now a vertex-indexed slot array, and a single in-order read is the output as it is,
+commit 43ea362); and the part file took one line-buffered write per trace row (about 2%;
+now one write per iteration, commit 8c683be). What is left, measured in one process by
+phase (the phases' own times agree within 1%) and by profile: building the trace rows
+(a JSON line per phase), the launcher's status updates and the clock, about 2%; the
+plan's read split (``feature_reads``, the host index) about 1%; timing each layer's
+backward on its own (one ``backward`` call per layer) about 1%. These are real costs of
+per-phase timing and accounting, not artefacts. (C) is 8 to 10% faster than (B): DGL's
+``SAGEConv`` on DGL blocks beats the plain-PyTorch layers on the CPU (which rebuild each
+block's CSR adjacency); that is the layers, not tracing, and the real run uses the plain
+layers on the CPU too.
 """
 
 from __future__ import annotations
@@ -247,7 +258,7 @@ def _worker(
     with open(setup_path, "rb") as f:
         setup = pickle.load(f)
     # As the real run's worker: the machine's cores shared among its workers.
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    torch.set_num_threads(opts["threads"])
     dist.init_process_group(
         "gloo",
         init_method=f"tcp://127.0.0.1:{port}",
@@ -296,6 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads per worker (default: the real run's, cores / workers)",
+    )
     parser.add_argument("--no-dgl", action="store_true", help="leave out (C), the plain DGL loop")
     args = parser.parse_args(argv)
 
@@ -319,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             pickle.dump(setup, f, protocol=pickle.HIGHEST_PROTOCOL)
         opts = {
             "rounds": args.rounds,
+            "threads": args.threads or torch_threads(args.workers),
             "dgl": not args.no_dgl,
             "parts": str(scratch / "parts"),
             "result": str(scratch / "result.pickle"),
@@ -349,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{config.name}: {config.graph.name} ({inputs.graph.num_nodes:,} vertices, {inputs.graph.feat_dim} features), "
         f"{inputs.model.name} {inputs.model.num_layers} layers, fanouts {sampling.params.get('fanouts') if sampling else None}, "
-        f"batch {config.training.batch_size}, {world} worker(s) on CPU (gloo), {torch_threads(world)} thread(s) each; "
+        f"batch {config.training.batch_size}, {world} worker(s) on CPU (gloo), {args.threads or torch_threads(world)} thread(s) each; "
         f"{inputs.num_iterations} iterations per epoch, {seeds:,} seeds"
     )
     times, cpu, first = result["times"], result["cpu"], result["first_loss"]
