@@ -22,50 +22,9 @@ from realrun.worker import FAULT_ENV, check_fault
 from workbench.errors import ConfigError, UnknownNameError
 from workbench.trace import read_trace
 
+from .conftest import TINY
+
 ROOT = Path(__file__).resolve().parents[2]
-
-TINY = """
-name = "tiny-launch"
-seed = 0
-
-[graph]
-name = "er:n=600,deg=8"
-
-[hardware]
-name = "hopgnn-4xa100-10gbe"
-
-[model]
-name = "sage"
-hidden = 16
-num_layers = 2
-
-[training]
-batch_size = 32
-iterations = 6
-
-[cache]
-capacity = "10%"
-
-[partition]
-name = "random"
-
-[placement]
-name = "degree"
-
-[sampling]
-name = "neighbor"
-fanouts = [5, 5]
-
-[execution]
-name = "{scheme}"
-"""
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "tiny.toml"
-    path.write_text(TINY.format(scheme="model-centric"))
-    return path
 
 
 def run_with_fault(config: Path, out: Path, fault: str, monkeypatch: pytest.MonkeyPatch, timeout: float):

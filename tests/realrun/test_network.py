@@ -55,49 +55,6 @@ def _why_no_namespaces() -> str | None:
 WHY = _why_no_namespaces()
 needs_namespaces = pytest.mark.skipif(WHY is not None, reason=f"cannot create network namespaces: {WHY}")
 
-TINY = """
-name = "tiny-net"
-seed = 0
-
-[graph]
-name = "er:n=600,deg=8"
-
-[hardware]
-name = "hopgnn-4xa100-10gbe"
-
-[model]
-name = "sage"
-hidden = 16
-num_layers = 2
-
-[training]
-batch_size = 32
-iterations = 6
-
-[cache]
-capacity = "10%"
-
-[partition]
-name = "random"
-
-[placement]
-name = "degree"
-
-[sampling]
-name = "neighbor"
-fanouts = [5, 5]
-
-[execution]
-name = "model-centric"
-"""
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "tiny.toml"
-    path.write_text(TINY)
-    return path
-
 
 def ours(pid: int | None = None) -> list[str]:
     """Namespaces a run of this process (or of ``pid``) created."""
