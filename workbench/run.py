@@ -58,7 +58,11 @@ class PreparedRun:
             from tqdm import tqdm
 
             bar = tqdm(
-                total=len(self.inputs.epoch), desc="planning", unit="iteration", file=sys.stderr, leave=False
+                total=self.inputs.num_iterations,
+                desc="planning",
+                unit="iteration",
+                file=sys.stderr,
+                leave=False,
             )
             self.inputs.on_iteration = lambda done: bar.update(done - bar.n)
         try:
