@@ -88,24 +88,14 @@ def dgl_epoch(graph: Any, cfg: Any) -> tuple[float, int]:
     """DGL's NeighborSampler over the same seed batches as the spine (same partition and seed)."""
     import torch
 
-    from workbench.dgl_loader import load_dgl
+    from workbench.dgl_loader import dgl_graph_from_csr, load_dgl
     from workbench.epoch import worker_seed_batches
     from workbench.registry import PARTITIONERS
 
     dgl = load_dgl()
     owner = PARTITIONERS.create("equal-vertex").partition(graph, 4, np.random.default_rng(cfg.seed)).owner
     batches = worker_seed_batches(graph, owner, 4, cfg.training.batch_size, cfg.seed)
-    g = dgl.graph(
-        (
-            "csc",
-            (
-                torch.from_numpy(graph.indptr),
-                torch.from_numpy(graph.indices),
-                torch.empty(0, dtype=torch.int64),
-            ),
-        ),
-        num_nodes=graph.num_nodes,
-    )
+    g = dgl_graph_from_csr(graph)
     sampler = dgl.dataloading.NeighborSampler([15, 10, 5])
     seeds = [torch.from_numpy(b) for row in batches for b in row]
     t0 = time.perf_counter()

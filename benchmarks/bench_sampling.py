@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     import numba
     import torch
 
-    from workbench.dgl_loader import load_dgl
+    from workbench.dgl_loader import dgl_graph_from_csr, load_dgl
     from workbench.graph.datasets import load_dataset
     from workbench.registry import SAMPLERS
 
@@ -123,18 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = make_batches(graph.train_nids(), args.batch, args.batches, args.seed)
 
     dgl = load_dgl()
-    # Our CSR rows list in-neighbors: exactly DGL's CSC (indexed by destination).
-    dgl_graph = dgl.graph(
-        (
-            "csc",
-            (
-                torch.from_numpy(graph.indptr),
-                torch.from_numpy(graph.indices),
-                torch.empty(0, dtype=torch.int64),
-            ),
-        ),
-        num_nodes=graph.num_nodes,
-    )
+    dgl_graph = dgl_graph_from_csr(graph)
     dgl_sampler = dgl.dataloading.NeighborSampler(fanouts)
     torch_batches = [torch.from_numpy(b) for b in batches]
     neighbor = SAMPLERS.create("neighbor", fanouts=fanouts)

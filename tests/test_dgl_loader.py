@@ -79,3 +79,18 @@ def test_plain_import_fails_without_the_loader() -> None:
     if r.returncode == 0:
         pytest.skip("bare `import dgl` works here; the loader's workarounds are then harmless")
     assert "graphbolt" in r.stderr or "torchdata" in r.stderr or "setuptools" in r.stderr
+
+
+def test_dgl_graph_from_csr_keeps_in_neighbors() -> None:
+    from workbench.dgl_loader import dgl_graph_from_csr
+    from workbench.graph.csr import CSRGraph
+
+    # Row v lists the in-neighbors of v: 0<-{1,2}, 1<-{}, 2<-{0}, 3<-{0,1,2}.
+    csr = CSRGraph(indptr=np.array([0, 2, 2, 3, 6]), indices=np.array([1, 2, 0, 0, 1, 2]))
+    g = dgl_graph_from_csr(csr)
+    assert g.num_nodes() == 4
+    assert g.in_degrees().tolist() == [2, 0, 1, 3]
+    for v in range(4):
+        assert sorted(g.predecessors(v).tolist()) == sorted(
+            csr.indices[csr.indptr[v] : csr.indptr[v + 1]].tolist()
+        )

@@ -28,7 +28,10 @@ import os
 import sys
 import types
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workbench.graph.csr import CSRGraph
 
 
 class DGLUnavailableError(ImportError):
@@ -91,3 +94,25 @@ def dgl_available() -> bool:
     except DGLUnavailableError:
         return False
     return True
+
+
+def dgl_graph_from_csr(graph: CSRGraph) -> Any:
+    """A DGL graph with the same edges as ``graph``, sharing its arrays.
+
+    Our CSR rows list in-neighbors, which is exactly DGL's CSC (indexed by
+    destination), so no edge is copied or reordered.
+    """
+    import torch
+
+    dgl = load_dgl()
+    return dgl.graph(
+        (
+            "csc",
+            (
+                torch.from_numpy(graph.indptr),
+                torch.from_numpy(graph.indices),
+                torch.empty(0, dtype=torch.int64),
+            ),
+        ),
+        num_nodes=graph.num_nodes,
+    )
