@@ -48,43 +48,15 @@ import random
 import time
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from workbench.model import build_model
 from workbench.registry import MEMORY_POLICIES
-from workbench.strategies.memory.base import Operator, OperatorGraph, Tensor, bits
+from workbench.strategies.memory.base import Operator, OperatorGraph, Tensor
 from workbench.strategies.memory.graphs import operator_graph
+from workbench.strategies.memory.interval_program import interval_program_loads
 
 REDDIT = {"num_vertices": 232_965, "num_edges": 114_848_857}
 GB = 1e9
-
-
-def interval_program_loads(graph: OperatorGraph, capacity: int) -> int:
-    """The minimum loads of a chain, by integer programming over keep-or-reload per gap."""
-    n = len(graph.operators)
-    uses: dict[int, list[int]] = {}
-    for k in range(n):
-        for i in bits(graph.read_masks[k] | graph.write_masks[k]):
-            uses.setdefault(i, []).append(k)
-    host = graph.mask_of(sorted(graph.host_tensors))
-    unavoidable = sum(graph.sizes[i] for i in uses if host >> i & 1)
-    gaps = [(i, a, b) for i, u in uses.items() for a, b in zip(u, u[1:], strict=False) if b > a + 1]
-    if not gaps:
-        return unavoidable
-    size = np.array([graph.sizes[i] for i, _, _ in gaps], dtype=float)
-    across = np.array([[a < k < b for _, a, b in gaps] for k in range(n)], dtype=float) * size
-    room = np.array([capacity - graph.working_set_bytes(k) for k in range(n)], dtype=float)
-    mib = 2.0**20
-    result = milp(
-        -size / mib,
-        constraints=LinearConstraint(across / mib, -np.inf, room / mib),
-        integrality=np.ones(len(gaps)),
-        bounds=Bounds(0, 1),
-        options={"mip_rel_gap": 0},
-    )
-    keep = np.round(result.x)
-    assert (across @ keep <= room).all()
-    return unavoidable + int(size @ (1 - keep))
 
 
 def capacities(graph: OperatorGraph, points: int) -> list[int]:

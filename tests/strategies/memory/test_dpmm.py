@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from workbench.errors import ConfigError
 from workbench.model import build_model
 from workbench.registry import MEMORY_POLICIES
-from workbench.strategies.memory.base import Operator, OperatorGraph, Tensor, bits
+from workbench.strategies.memory.base import Operator, OperatorGraph, Tensor
 from workbench.strategies.memory.graphs import operator_graph
+from workbench.strategies.memory.interval_program import interval_program_loads
 
 REDDIT = {"num_vertices": 232_965, "num_edges": 114_848_857}  # paper 000, Table 4
 
@@ -157,33 +157,6 @@ def test_dpmm_searches_every_valid_order() -> None:
 
 
 # ---- deep models: the integer program over keep decisions gives the optimum ---------------------
-def interval_program_loads(graph: OperatorGraph, capacity: int) -> int:
-    """For a chain: one 0/1 variable per tensor and gap between two uses with steps in between
-    (keep it across them or load it again), memory per step; maximize the bytes kept."""
-    n = len(graph.operators)
-    uses: dict[int, list[int]] = {}
-    for k in range(n):
-        for i in bits(graph.read_masks[k] | graph.write_masks[k]):
-            uses.setdefault(i, []).append(k)
-    host = graph.mask_of(sorted(graph.host_tensors))
-    unavoidable = sum(graph.sizes[i] for i in uses if host >> i & 1)
-    gaps = [(i, a, b) for i, u in uses.items() for a, b in zip(u, u[1:], strict=False) if b > a + 1]
-    size = np.array([graph.sizes[i] for i, _, _ in gaps], dtype=float)
-    across = np.array([[a < k < b for _, a, b in gaps] for k in range(n)], dtype=float) * size
-    room = np.array([capacity - graph.working_set_bytes(k) for k in range(n)], dtype=float)
-    mib = 2.0**20  # HiGHS prefers numbers near one
-    result = milp(
-        -size / mib,
-        constraints=LinearConstraint(across / mib, -np.inf, room / mib),
-        integrality=np.ones(len(gaps)),
-        bounds=Bounds(0, 1),
-        options={"mip_rel_gap": 0},
-    )
-    keep = np.round(result.x)
-    assert (across @ keep <= room).all()
-    return unavoidable + int(size @ (1 - keep))
-
-
 @pytest.mark.parametrize(
     ("family", "layers"), [("resgcn", 16), ("gin", 3), ("sage", 4), ("commnet", 3), ("gcn", 2)]
 )

@@ -2,7 +2,8 @@
 
 Registered names (``MEMORY_POLICIES``): dpmm (ROC's dynamic programming), lru, streaming.
 The interface and the schedule are in :mod:`.base`; :mod:`.graphs` builds the operator
-graph of a GNN training step; :mod:`.emit` turns a schedule into plan tasks.
+graph of a GNN training step; :mod:`.emit` turns a schedule into plan tasks;
+:mod:`.interval_program` is the exact optimum of a chain that dpmm is checked against.
 """
 
 from workbench.strategies.memory.base import (
