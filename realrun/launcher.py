@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.config import RunConfig, load_config
+from workbench.config import RunConfig, StrategyConfig, load_config
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.plan import Plan
 from workbench.run import PreparedRun
@@ -143,10 +143,28 @@ def prepare_real_run(
             raise ConfigError(f"--workers must be >= 1, got {workers}")
         config = dataclasses.replace(config, training=dataclasses.replace(config.training, workers=workers))
     scheme = strategy_config(config, "execution")
-    real_scheme(scheme.name)  # type: ignore[union-attr]
+    assert scheme is not None  # the spine always has a default execution scheme
+    config = as_executed(config, scheme, getattr(real_scheme(scheme.name), "PLAN_PARAMS", {}))
     prepared = prepare_run(config, progress=progress)
     check_device(device, local_workers or prepared.inputs.num_workers)
     return prepared, prepared.plan(), config
+
+
+def as_executed(config: RunConfig, scheme: StrategyConfig, imposed: dict[str, Any]) -> RunConfig:
+    """``config`` with the scheme parameters its real executor imposes (``PLAN_PARAMS`` of the
+    real scheme's module), so the run's plan describes what the workers do; a configuration that
+    asks for another value is an error rather than a plan the run would not follow."""
+    for key, value in imposed.items():
+        given = scheme.params.get(key, value)
+        if given != value:
+            raise ConfigError(
+                f"[execution] {key} = {given!r}: the real {scheme.name!r} executor runs with "
+                f"{key} = {value!r}; set that or leave {key} out for gnnwb realrun"
+            )
+    if not imposed:
+        return config
+    executed = StrategyConfig(scheme.kind, scheme.name, {**scheme.params, **imposed})
+    return dataclasses.replace(config, strategies={**config.strategies, "execution": executed})
 
 
 def free_port(port: int = 0) -> int:

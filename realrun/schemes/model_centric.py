@@ -34,6 +34,12 @@ from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock, build_layers
 from realrun.schemes.base import WorkerContext, make_optimizer
 
+# The plan parameters this executor follows: it samples (hands over) and gathers an
+# iteration's minibatch only after the previous iteration's optimizer step (no loader
+# process runs ahead), and its feature store reads the sources in stages. The launcher
+# builds the run's plan with them.
+PLAN_PARAMS = {"prefetch": 0, "overlap_reads": False}
+
 
 def setup(ctx: WorkerContext) -> None:
     """The model copy and its optimizer, once per run."""

@@ -155,9 +155,27 @@ def test_more_workers_than_the_clusters_gpus(config: Path) -> None:
         prepare_real_run(config, 5, "cpu")
 
 
+def test_the_run_plan_follows_the_real_executors_order(config: Path) -> None:
+    """The real model-centric worker samples after the previous step and reads sources in stages:
+    the run's plan says so, so the simulator is scored against the order the workers keep."""
+    _, plan, _ = prepare_real_run(config, 2, "cpu")
+    assert plan.meta["prefetch"] == 0 and plan.meta["overlap_reads"] is False
+    deps = {t.id: t.deps for t in plan.tasks}
+    assert set(deps["i1.w0.sample"]) == {"i0.w0.sample", "i0.w0.update"}
+
+
+def test_a_plan_parameter_the_real_executor_cannot_follow_is_a_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "ahead.toml"
+    path.write_text(TINY.format(scheme="model-centric") + "prefetch = 2\n")
+    with pytest.raises(
+        ConfigError, match=r"prefetch = 2: the real 'model-centric' executor runs with prefetch = 0"
+    ):
+        prepare_real_run(path, 2, "cpu")
+
+
 def test_a_scheme_without_a_real_executor_names_the_ones_that_have_one(tmp_path: Path) -> None:
-    path = tmp_path / "hop.toml"
-    path.write_text(TINY.format(scheme="hopgnn"))
+    path = tmp_path / "p3.toml"
+    path.write_text(TINY.format(scheme="p3"))
     with pytest.raises(UnknownNameError, match="real runs support: model-centric"):
         prepare_real_run(path, 2, "cpu")
 

@@ -182,3 +182,68 @@ def test_global_seeds_deal_one_shuffle_of_all_training_vertices(cache_dir):
     assert 0.6 < foreign / seeds.size < 0.9
     with pytest.raises(ConfigError, match="training.seeds 'near'; allowed: partition, global"):
         config(training={"seeds": "near"})
+
+
+def _deps(plan):
+    return {t.id: set(t.deps) for t in plan.tasks}
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 2])
+def test_sampling_runs_at_most_prefetch_minibatches_ahead_of_training(cache_dir, prefetch):
+    cfg = config(
+        training={"batch_size": 8, "iterations": 5},
+        execution={"name": "model-centric", "prefetch": prefetch},
+    )
+    plan = prepare_run(cfg, cache_dir=cache_dir).plan()
+    deps = _deps(plan)
+    assert plan.meta["prefetch"] == prefetch and plan.meta["iterations"] == 5
+    for it in range(5):
+        for w in range(4):
+            # Sampling i waits for the previous sampling and for the step of i - 1 - prefetch, no other.
+            expected = {f"i{it - 1}.w{w}.sample"} if it else set()
+            if it - 1 - prefetch >= 0:
+                expected.add(f"i{it - 1 - prefetch}.w{w}.update")
+            assert deps[f"i{it}.w{w}.sample"] == expected
+    # In simulated time, too: no sampling starts before the step it waits for has ended.
+    trace = simulate(plan, prepare_run(cfg, cache_dir=cache_dir).cluster).trace.set_index("task")
+    for it in range(1 + prefetch, 5):
+        for w in range(4):
+            assert (
+                trace.at[f"i{it}.w{w}.sample", "start"]
+                >= trace.at[f"i{it - 1 - prefetch}.w{w}.update", "end"]
+            )
+
+
+def test_a_negative_prefetch_is_a_config_error(cache_dir):
+    with pytest.raises(ConfigError, match="prefetch must be >= 0"):
+        prepare_run(config(execution={"name": "model-centric", "prefetch": -1}), cache_dir=cache_dir).plan()
+
+
+def test_staged_reads_follow_the_real_feature_stores_order(cache_dir):
+    """Cache, then host, then the other machines (one exchange): each stage waits for the one before."""
+    tables = {"placement": {"name": "degree"}, "cache": {"capacity": "20%"}}
+    overlapped = prepare_run(config(**tables), cache_dir=cache_dir).plan()
+    staged = prepare_run(
+        config(**tables, execution={"name": "model-centric", "overlap_reads": False}), cache_dir=cache_dir
+    ).plan()
+    assert {t.id for t in overlapped.tasks} == {t.id for t in staged.tasks}
+    on, off = _deps(overlapped), _deps(staged)
+    checked = 0
+    for it in range(3):
+        for w in range(4):
+            p = f"i{it}.w{w}"
+            reads = sorted(
+                i for i in on if i.startswith(f"{p}.") and i.split(".")[2] in ("local", "host", "remote")
+            )
+            assert all(on[r] == {f"{p}.sample"} for r in reads)  # overlapped: all at once
+            local = [r for r in reads if ".local." in r]
+            host = [r for r in reads if ".host." in r]
+            remote = [r for r in reads if ".remote." in r]
+            stage0 = local + host
+            assert off[stage0[0]] == {f"{p}.sample"}
+            if len(stage0) == 2:
+                assert off[stage0[1]] == {stage0[0]}
+            for r in remote:  # from 3 other machines, together, after the inline reads
+                assert off[r] == set(stage0) and len(remote) == 3
+            checked += len(remote)
+    assert checked > 0

@@ -25,7 +25,7 @@ Conventions every scheme shares:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ClassVar
@@ -171,6 +171,9 @@ def feature_reads(inputs: SchemeInputs, w: int, vertices: np.ndarray) -> list[Fe
 
 
 READ_PHASE = {"local": "gather_local", "peer": "d2d", "host": "h2d", "remote": "gather_remote"}
+# Without overlap, reads run in stages as the real feature store does them: cache and host
+# reads inline, then one exchange with the peers, then one with the other machines.
+SERIAL_READ_STAGE = {"local": 0, "host": 0, "peer": 1, "remote": 2}
 
 
 def add_feature_reads(
@@ -181,10 +184,15 @@ def add_feature_reads(
     vertices: np.ndarray,
     deps: list[str],
     prefix: str,
+    overlap: bool = True,
 ) -> tuple[list[str], list[str]]:
     """Plan worker ``w``'s reads of ``vertices``' input features onto its GPU.
 
     Returns the task ids, and the named tensors they allocate (for the reader to free).
+    ``overlap``: the reads from different sources run at once (DGL's KV store pulls the
+    remote rows while it gathers the local ones); otherwise in the real feature store's
+    order (:mod:`realrun.feature_store`): cache and host reads one after the other, then
+    the reads from peers together (one exchange), then those from other machines together.
 
     A local cache hit is a gather kernel on the GPU (``gather_local``: read and write
     each row, into a tensor ``{prefix}.cached-features``); every other source is a copy into the GPU
@@ -195,8 +203,21 @@ def add_feature_reads(
     fb = inputs.feature_bytes
     ids: list[str] = []
     tensors: list[str] = []
-    for read in feature_reads(inputs, w, vertices):
+    reads = feature_reads(inputs, w, vertices)
+    if not overlap:
+        reads = sorted(reads, key=lambda r: SERIAL_READ_STAGE[r.kind])  # stable: list order within a kind
+    first = list(deps)
+    stage: int | None = None
+    previous: list[str] = []  # the reads of the stage before the current one
+    current: list[str] = []  # the current stage's reads so far
+    for read in reads:
         tid = f"{prefix}.{read.kind}.{read.source}"
+        if not overlap:
+            if SERIAL_READ_STAGE[read.kind] != stage:
+                stage, previous, current = SERIAL_READ_STAGE[read.kind], current or previous, []
+            # Cache and host reads follow each other; an exchange's reads wait for the stage before.
+            deps = (current[-1:] or previous or first) if stage == 0 else (previous or first)
+            current.append(tid)
         if read.kind == "local":
             plan.compute(
                 tid,
@@ -273,12 +294,46 @@ def add_resident_state(plan: Plan, inputs: SchemeInputs) -> None:
                 plan.keep(f"w{w}.feature-cache", gpu, cached * inputs.feature_bytes)
 
 
-def add_sampling(plan: Plan, inputs: SchemeInputs, w: int, iteration: int, mb: Minibatch, prefix: str) -> str:
-    """Worker ``w`` samples its minibatch on its host's CPU, one iteration ahead at most (DGL's
-    data loader samples the next minibatch while the GPU trains on this one)."""
+class Prefetch:
+    """How far a worker's sampling (and so its feature gathering) runs ahead of its training.
+
+    With depth ``k`` the sampling of iteration ``i`` waits for the worker's optimizer step of
+    iteration ``i - 1 - k``: ``k`` minibatches are sampled while one trains (DGL's data loader
+    keeps one in flight, ``k = 1``); ``k = 0`` samples an iteration only after the previous
+    one's step, as a loop without a loader process does. Without a bound, every sampling and
+    feature copy of the epoch would be issued at its start and contend with training.
+    """
+
+    def __init__(self, depth: int = 1) -> None:
+        self.depth = depth
+        self.steps: list[list[str]] = []
+
+    def record(self, steps: Sequence[str]) -> None:
+        """The step task of each worker in the next iteration (in order of iterations)."""
+        self.steps.append(list(steps))
+
+    def after(self, iteration: int, w: int) -> list[str]:
+        """What worker ``w``'s sampling of ``iteration`` waits for besides its previous sampling."""
+        j = iteration - 1 - self.depth
+        return [self.steps[j][w]] if 0 <= j < len(self.steps) and w < len(self.steps[j]) else []
+
+
+def add_sampling(
+    plan: Plan,
+    inputs: SchemeInputs,
+    w: int,
+    iteration: int,
+    mb: Minibatch,
+    prefix: str,
+    prefetch: Prefetch | None = None,
+) -> str:
+    """Worker ``w`` samples its minibatch on its host's CPU, after its previous one and as far ahead
+    of training as ``prefetch`` lets it (default: unbounded)."""
     edges = sum(b.num_edges for b in mb.blocks)
     tid = f"{prefix}.sample"
     previous = [f"i{iteration - 1}.w{w}.sample"] if iteration else []
+    if prefetch is not None:
+        previous += prefetch.after(iteration, w)
     plan.compute(
         tid,
         inputs.host_of_worker(w),

@@ -3,7 +3,8 @@
 Every worker holds a full copy of the model. Per iteration, each worker:
 
 1. samples its minibatch from its partition's training vertices on its host's CPU
-   (``sample``; the next minibatch is sampled while this one trains);
+   (``sample``; ``prefetch`` minibatches are sampled, and their features gathered, while
+   one trains: DGL's data loader keeps one in flight);
 2. gathers the input features to its GPU: from its own GPU cache (``gather_local``), a
    peer GPU's cache over NVLink/NVSwitch when the placement distributes
    (``d2d``), its machine's host memory (``h2d``), or another machine's host memory
@@ -13,15 +14,17 @@ Every worker holds a full copy of the model. Per iteration, each worker:
 4. all-reduces the gradients with every other worker, then steps the optimizer.
 
 Iteration ``i + 1``'s forward waits for iteration ``i``'s optimizer step; its sampling
-and feature copies may overlap iteration ``i``'s compute.
+and feature copies may overlap iteration ``i``'s compute (``prefetch`` >= 1).
 """
 
 from __future__ import annotations
 
+from workbench.errors import ConfigError
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.strategies.execution.base import (
     ExecutionScheme,
+    Prefetch,
     SchemeInputs,
     add_feature_reads,
     add_forward_backward,
@@ -36,23 +39,38 @@ from workbench.strategies.execution.base import (
 class ModelCentricScheme(ExecutionScheme):
     """DGL-style data parallel: features move to each worker's model copy, gradients all-reduced."""
 
-    HELP: dict[str, str] = {}
+    HELP = {
+        "prefetch": "minibatches a worker samples and gathers ahead of the one it trains "
+        "(1: DGL's data loader; 0: one after another, as the real executor runs them)",
+        "overlap_reads": "a minibatch's feature reads from different sources run at once (DGL's KV store); "
+        "false: in stages, as the real feature store runs them",
+    }
+
+    def __init__(self, prefetch: int = 1, overlap_reads: bool = True) -> None:
+        if prefetch < 0:
+            raise ConfigError(f"execution strategy 'model-centric': prefetch must be >= 0, got {prefetch}")
+        self.prefetch = prefetch
+        self.overlap_reads = overlap_reads
 
     def build(self, inputs: SchemeInputs) -> Plan:
-        plan = self.empty_plan(inputs)
+        plan = self.empty_plan(inputs, prefetch=self.prefetch, overlap_reads=self.overlap_reads)
         add_resident_state(plan, inputs)
+        ahead = Prefetch(self.prefetch)
         steps: list[str] = []
         for it, minibatches in enumerate(inputs.epoch):
             finals = []
             for w, mb in enumerate(minibatches):
                 prefix = f"i{it}.w{w}"
-                sample = add_sampling(plan, inputs, w, it, mb, prefix)
-                reads, gathered = add_feature_reads(plan, inputs, w, it, mb.input_nodes, [sample], prefix)
+                sample = add_sampling(plan, inputs, w, it, mb, prefix, ahead)
+                reads, gathered = add_feature_reads(
+                    plan, inputs, w, it, mb.input_nodes, [sample], prefix, self.overlap_reads
+                )
                 ready = reads or [sample]
                 if steps:
                     ready = [*ready, steps[w]]
                 sizes = block_sizes(mb)
                 finals.append(add_forward_backward(plan, inputs, w, it, sizes, ready, prefix, frees=gathered))
             steps = add_gradient_sync(plan, inputs, it, finals)
+            ahead.record(steps)
             inputs.planned(it)
         return plan
