@@ -9,6 +9,8 @@
   placement's probability estimate included), nothing simulated.
 * ``roc-inference``: ROC's inference on unseen graphs with the cost model learned in
   training (paper 000, Fig. 9).
+* ``fidelity``: real runs on this machine, calibration on half, the simulator scored on
+  the rest (``gnnwb fidelity``); it must run here, one point at a time.
 
 Every function runs in whatever process executes the point, so it imports lazily and
 returns plain numbers and strings.
@@ -161,7 +163,47 @@ def measure_micrograph_locality(point: Any) -> dict[str, Any]:
     return {"roots": len(micro), "r_micro": float(np.mean(micro)), "r_sub": float(np.mean(sub))}
 
 
+def measure_fidelity(point: Any) -> dict[str, Any]:
+    """``gnnwb fidelity``'s experiment (:func:`workbench.cli.fidelity.fidelity`): the grid run for real
+    on this machine's CPU worker processes, calibration on one half, the simulator scored on the other.
+
+    ``point.config["fidelity"]``: the experiment's settings (:class:`~workbench.cli.fidelity.FidelityOptions`
+    without ``out``). Its folder is ``$GNNWB_CACHE/fidelity/<point key>`` (else under
+    ``~/.cache/gnnwb``): an interrupted point, run again, keeps the real runs it finished. Returns the
+    summary and every row of the held-out table, so the analysis needs nothing but the stored result.
+    """
+    import multiprocessing
+
+    import pandas as pd
+
+    from workbench.cli.fidelity import FidelityOptions, fidelity
+    from workbench.epoch import default_cache_dir
+    from workbench.errors import WorkbenchError
+
+    if multiprocessing.current_process().daemon:
+        raise WorkbenchError(
+            f"study {point.study!r} starts real worker processes and times them: run it on this machine, "
+            "one point at a time (without --scheduler)"
+        )
+    settings = dict(point.config["fidelity"])
+    settings["workers"] = tuple(settings["workers"])
+    out = default_cache_dir().parent / "fidelity" / point.key
+    summary = fidelity(FidelityOptions(out, **settings))
+    table = pd.read_csv(out / "table.csv").to_dict("records")
+    return {
+        "epoch_median_abs_error": summary["epoch_median_abs_error"],
+        "epoch_worst_abs_error": summary["epoch_worst_abs_error"],
+        "epoch_mean_error": summary["epoch_mean_error"],
+        "epoch_median_spread": summary["epoch_median_spread"],
+        "configurations": summary["configurations"],
+        "summary": summary,
+        "table": table,
+        "folder": str(out),
+    }
+
+
 MEASURES: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "fidelity": measure_fidelity,
     "micrograph-locality": measure_micrograph_locality,
     "bulk-sample-time": measure_bulk_sample_time,
     "sim": measure_sim,

@@ -14,7 +14,8 @@ what a point would produce), so:
   does not parse, is recomputed too, never plotted).
 
 Points run in parallel in local processes (``jobs``), or on a Dask cluster when
-``scheduler`` names one (``tcp://host:8786``). Points that share a sampled epoch reuse
+``scheduler`` names one (``tcp://host:8786``); a study whose points time this machine
+(``local_only``: real runs) runs them here, one at a time. Points that share a sampled epoch reuse
 it through the sample cache (``workbench.epoch``). A progress bar shows points done and
 the time left.
 """
@@ -71,6 +72,9 @@ class Study:
     claim: str  # the paper's headline claim, in words
     points: Callable[[bool], list[Point]]  # full grid when True, quick when False
     analyze: Callable[[pd.DataFrame, Path], Any]  # results -> writes plots and returns a ReportPage
+    # Its points time this machine (real runs): they run here, one at a time, even when a
+    # Dask scheduler is given for the others.
+    local_only: bool = False
 
 
 STUDIES: dict[str, Study] = {}
@@ -202,7 +206,15 @@ def run_study(
         else:
             results[point.key] = stored
     bar = _Progress(len(results) + len(pending), len(results), study.name, progress)
-    run = executor or (_dask_executor(scheduler) if scheduler else _local_executor(jobs))
+    if study.local_only:
+        if scheduler and pending and progress:
+            print(
+                f"study {study.name}: runs on this machine, one point at a time (not on {scheduler})",
+                file=sys.stderr,
+            )
+        run = executor or _local_executor(1)
+    else:
+        run = executor or (_dask_executor(scheduler) if scheduler else _local_executor(jobs))
     try:
         for point, result in run(list(pending.values())):
             store_result(folder, point, result)

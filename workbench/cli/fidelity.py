@@ -1,14 +1,18 @@
 """``gnnwb fidelity``: run configurations for real, calibrate on half, predict the other half.
 
-The grid is model-centric (the one scheme that runs for real so far) over partitions x
-placements x fanouts x worker counts, on CPU worker processes of this machine. Every
-configuration runs ``--repeats`` times for ``--epochs`` epochs (the last one, warm, is the
-one measured). The configurations are split in two by a checkerboard over the grid's
-factors, so every level of every factor is in both halves; calibration
-(``gnnwb calibrate --attribute-gaps`` on the calibration half's warm epochs) never sees the
-configurations it is scored on (``--microbench`` adds the point-to-point and all-reduce microbenchmarks; they time a
-bare send or all-reduce, not the feature store's exchange). The held-out half is simulated with the profile and compared, per phase and per
-epoch, with its measurements and their run-to-run spread (``sim.calibrate.fidelity``).
+The grid is model-centric over partitions x placements x fanouts x worker counts, on CPU
+worker processes of this machine (default 2 workers: more than the machine has cores
+time-share them, which the simulator does not model). Every configuration runs
+``--repeats`` times for ``--epochs`` epochs (the last one, warm, is the one measured). The
+configurations are split in two by a checkerboard over the grid's factors, so every level
+of every factor is in both halves; calibration (``gnnwb calibrate --attribute-gaps`` on the
+calibration half's warm epochs) never sees the configurations it is scored on
+(``--microbench`` adds the point-to-point and all-reduce microbenchmarks; they time a bare
+send or all-reduce, not the feature store's exchange). The held-out half is simulated with
+the profile and compared, per phase and per epoch, with its measurements and their
+run-to-run spread (``sim.calibrate.fidelity``). Each configuration's plan is the real run's
+(:func:`realrun.launcher.prepare_real_run`: the order its workers keep), so the simulator is
+scored on the schedule that ran.
 
 The modelled hardware (``hardware.toml`` in the output folder) describes what runs here:
 one machine per worker, whose "GPU" is the worker process on a CPU core (``pcie``: the
@@ -16,6 +20,7 @@ copy of a host buffer into it), joined through a NIC (``nic``; the worker and th
 memory both reach it, as with GPUDirect RDMA, since gloo reads and writes the worker's
 tensors) and the network (``network``: gloo over loopback TCP); calibration fits the values.
 
+:func:`fidelity` is the experiment (the ``fidelity`` study runs it too).
 Writes ``--out`` (default ``reports/fidelity/``): ``configs/``, ``runs/<config>/r<k>/``
 (real run folders; a finished one is kept and not run again), ``microbench/``,
 ``profile.toml``, ``table.csv`` (every held-out configuration and quantity),
@@ -148,7 +153,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", default="reports/fidelity", metavar="DIR", help="output folder (default reports/fidelity)"
     )
-    p.add_argument("--workers", default="2,4", metavar="N,N", help="worker counts (default 2,4)")
+    p.add_argument(
+        "--workers",
+        default="2",
+        metavar="N,N",
+        help="worker counts (default 2: more workers than CPU cores time-share them, which the simulator does not model)",
+    )
     p.add_argument("--repeats", type=int, default=3, help="real runs per configuration (default 3)")
     p.add_argument("--epochs", type=int, default=2, help="epochs per run; the last is measured (default 2)")
     p.add_argument("--iterations", type=int, default=8, help="iterations per epoch (default 8)")
@@ -163,18 +173,58 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_fidelity)
 
 
+@dataclass(frozen=True)
+class FidelityOptions:
+    """One fidelity experiment: where it writes, the grid, and how each configuration runs."""
+
+    out: Path
+    workers: tuple[int, ...] = (2,)
+    repeats: int = 3
+    epochs: int = 2
+    iterations: int = 8
+    batch: int = 256
+    graph: str = GRAPH
+    quick: bool = False
+    microbench: bool = False
+
+    def check(self) -> None:
+        if not self.workers or min(self.workers) < 1 or min(self.repeats, self.epochs, self.iterations) < 1:
+            raise ConfigError("--workers, --repeats, --epochs and --iterations must be positive")
+
+
 def run_fidelity(args: argparse.Namespace) -> int:
     try:
-        workers = sorted({int(x) for x in args.workers.split(",") if x.strip()})
+        workers = tuple(sorted({int(x) for x in args.workers.split(",") if x.strip()}))
     except ValueError:
         raise ConfigError(f"--workers {args.workers!r}: expected integers like 2,4") from None
-    if not workers or min(workers) < 1 or args.repeats < 1 or args.epochs < 1 or args.iterations < 1:
-        raise ConfigError("--workers, --repeats, --epochs and --iterations must be positive")
-    out = Path(args.out)
+    opts = FidelityOptions(
+        Path(args.out),
+        workers,
+        args.repeats,
+        args.epochs,
+        args.iterations,
+        args.batch,
+        args.graph,
+        args.quick,
+        args.microbench,
+    )
+    summary = fidelity(opts)
+    print((opts.out / "report.md").read_text())
+    print(
+        f"wrote {opts.out}/: table.csv, summary.json, report.md, {', '.join(summary['images'])}, profile.toml"
+    )
+    return 0
+
+
+def fidelity(opts: FidelityOptions) -> dict[str, Any]:
+    """Run the grid for real (finished runs are kept and not run again), calibrate on one half,
+    score the simulator on the other; writes the output folder and returns the summary."""
+    opts.check()
+    out = opts.out
     (out / "configs").mkdir(parents=True, exist_ok=True)
     hardware = out / "hardware.toml"
-    hardware.write_text(hardware_toml(max(workers)))
-    points = grid(workers, args.quick)
+    hardware.write_text(hardware_toml(max(opts.workers)))
+    points = grid(list(opts.workers), opts.quick)
     prepared: dict[str, tuple[Any, Any]] = {}
     runs: dict[str, list[Path]] = {}
     for n, point in enumerate(points, 1):
@@ -183,10 +233,10 @@ def run_fidelity(args: argparse.Namespace) -> int:
         config.write_text(
             CONFIG.format(
                 name=point.name,
-                graph=args.graph,
+                graph=opts.graph,
                 hardware=hardware.resolve(),
-                batch=args.batch,
-                iterations=args.iterations,
+                batch=opts.batch,
+                iterations=opts.iterations,
                 workers=point.workers,
                 partition=point.partition,
                 placement=placement,
@@ -194,24 +244,24 @@ def run_fidelity(args: argparse.Namespace) -> int:
             )
         )
         runs[point.name] = []
-        for r in range(args.repeats):
+        for r in range(opts.repeats):
             folder = out / "runs" / point.name / f"r{r}"
             runs[point.name].append(folder)
-            if _finished(folder, config, args.epochs):
+            if _finished(folder, config, opts.epochs):
                 continue
             if point.name not in prepared:
                 prepared[point.name] = _prepare(config)
             prep, plan = prepared[point.name]
-            print(f"[{n}/{len(points)}] {point.name} run {r + 1}/{args.repeats}", flush=True)
-            _run(prep, plan, config, folder, args.epochs)
+            print(f"[{n}/{len(points)}] {point.name} run {r + 1}/{opts.repeats}", flush=True)
+            _run(prep, plan, config, folder, opts.epochs)
     sources: list[Any] = []
-    if args.microbench:
+    if opts.microbench:
         sources.extend(_microbench(out / "microbench"))
     for point in points:
         if not point.held_out:
             plan = _plan(prepared, point, out)
-            sources.extend(_warm_source(f, plan, args.epochs) for f in runs[point.name])
-    return _score(args, out, hardware, points, prepared, runs, sources)
+            sources.extend(_warm_source(f, plan, opts.epochs) for f in runs[point.name])
+    return _score(opts, out, hardware, points, prepared, runs, sources)
 
 
 def _finished(folder: Path, config: Path, epochs: int) -> bool:
@@ -253,23 +303,6 @@ def _run(prep: Any, plan: Any, config: Path, folder: Path, epochs: int) -> None:
     (folder / "load.json").write_text(json.dumps(load) + "\n")
 
 
-def serial_iterations(plan: Any) -> Any:
-    """A copy of ``plan`` in which each worker's sampling of iteration ``i`` waits for its update of
-    iteration ``i - 1``, as the real executor runs them (a diagnostic: the plans let a worker sample,
-    and so fetch features for, every iteration ahead of training)."""
-    import copy
-
-    out = copy.deepcopy(plan)
-    ids = {t.id for t in out.tasks}
-    updates = {(t.worker, t.iteration): t.id for t in out.tasks if t.phase == "update"}
-    for t in out.tasks:
-        if t.phase == "sample" and t.iteration > 0:
-            previous = updates.get((t.worker, t.iteration - 1))
-            if previous in ids and previous not in t.deps:
-                t.deps = [*t.deps, previous]
-    return out
-
-
 def _microbench(folder: Path) -> list[Any]:
     """Point-to-point and all-reduce between two worker processes: calibration data (not scored)."""
     from realrun.microbench import MicrobenchConfig, run_microbench
@@ -294,14 +327,14 @@ def _warm_source(folder: Path, plan: Any, epochs: int) -> Any:
 
 
 def _score(
-    args: argparse.Namespace,
+    opts: FidelityOptions,
     out: Path,
     hardware: Path,
     points: list[Point],
     prepared: dict[str, tuple[Any, Any]],
     runs: dict[str, list[Path]],
     sources: list[Any],
-) -> int:
+) -> dict[str, Any]:
     import os
 
     import numpy as np
@@ -325,7 +358,6 @@ def _score(
     profile = load_profile(profile_path)
     measured: dict[str, Measured] = {}
     predicted: dict[str, tuple[float, dict[str, float]]] = {}
-    diagnostic: dict[str, tuple[float, dict[str, float]]] = {}
     loads: list[dict[str, float]] = []
     info = {}
     for point in (p for p in points if p.held_out):
@@ -333,29 +365,18 @@ def _score(
         cluster, _ = apply_profile(prep.cluster, str(profile_path), point.name)
         sim = simulate(plan, cluster, cost_model=profile.cost_model, run_id=point.name).trace
         predicted[point.name] = (epoch_span(sim), phase_busy(sim, gaps=False))
-        serial = simulate(serial_iterations(plan), cluster, cost_model=profile.cost_model).trace
-        diagnostic[point.name] = (epoch_span(serial), phase_busy(serial, gaps=False))
         m = measured[point.name] = Measured()
         for folder in runs[point.name]:
             trace = read_trace(folder / "trace.parquet")
-            warm = trace[trace["epoch"] == args.epochs - 1]
+            warm = trace[trace["epoch"] == opts.epochs - 1]
             results = pd.read_csv(folder / "results.csv")
-            m.epoch.append(float(results.loc[results["epoch"] == args.epochs - 1, "epoch_s"].iloc[0]))
+            m.epoch.append(float(results.loc[results["epoch"] == opts.epochs - 1, "epoch_s"].iloc[0]))
             m.phases.append(phase_busy(warm))
             if (folder / "load.json").exists():
                 loads.append(json.loads((folder / "load.json").read_text()))
         info[point.name] = point.info()
     table = compare(measured, predicted, info)
     summary = summarize(table)
-    serial_table = compare(measured, diagnostic, info)
-    table = table.merge(
-        serial_table[["config", "quantity", "predicted_s", "error"]].rename(
-            columns={"predicted_s": "predicted_serial_s", "error": "error_serial"}
-        ),
-        on=["config", "quantity"],
-        how="left",
-    )
-    summary["serial_iterations"] = {k: v for k, v in summarize(serial_table).items() if k != "ranking"}
     summary["machine"] = {
         "cpus": os.cpu_count(),
         "load_median": float(np.median([x["load_before"] for x in loads] + [x["load_after"] for x in loads]))
@@ -365,45 +386,33 @@ def _score(
     }
     summary["calibration"] = {"profile": str(profile_path), "traces": len(sources)}
     table.to_csv(out / "table.csv", index=False)
+    summary["images"] = [p.name for p in plot(table, summary, out)]
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    images = plot(table, summary, out)
-    report = _report(table, summary, args)
-    (out / "report.md").write_text(report)
-    print(report)
-    print(
-        f"wrote {out}/: table.csv, summary.json, report.md, {', '.join(p.name for p in images)}, profile.toml"
-    )
-    return 0
+    (out / "report.md").write_text(_report(table, summary, opts))
+    return summary
 
 
-def _report(table: Any, summary: dict[str, Any], args: argparse.Namespace) -> str:
+def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
     epoch = table[table["quantity"] == "epoch"]
     lines = [
         "# Fidelity: simulated vs measured on held-out configurations",
         "",
-        f"model-centric on CPU worker processes, {args.repeats} runs per configuration, epoch {args.epochs - 1} "
+        f"model-centric on CPU worker processes, {opts.repeats} runs per configuration, epoch {opts.epochs - 1} "
         f"measured; {summary['configurations']} held-out configurations.",
         "",
         f"Epoch time: median |error| {summary['epoch_median_abs_error']:.1%}, worst {summary['epoch_worst_abs_error']:.1%}, "
         f"mean signed {summary['epoch_mean_error']:+.1%}; the measurement's own run-to-run spread (median) "
         f"{summary['epoch_median_spread']:.1%}.",
         "",
-        "| configuration | measured (ms) | spread | simulated (ms) | error | simulated, serial iterations | error |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| configuration | measured (ms) | spread | simulated (ms) | error |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for r in epoch.itertuples(index=False):
         lines.append(
-            f"| {r.config} | {r.measured_s * 1e3:.2f} | {r.spread:.1%} | {r.predicted_s * 1e3:.2f} | {r.error:+.1%} "
-            f"| {r.predicted_serial_s * 1e3:.2f} | {r.error_serial:+.1%} |"
+            f"| {r.config} | {r.measured_s * 1e3:.2f} | {r.spread:.1%} | {r.predicted_s * 1e3:.2f} | {r.error:+.1%} |"
         )
-    serial = summary["serial_iterations"]
     machine = summary["machine"]
     lines += [
-        "",
-        "Serial iterations (a diagnostic, not the simulator's prediction): the plans let each worker sample, "
-        "and so fetch features for, every iteration ahead of training, while the real executor runs an "
-        "iteration after the previous one's update; simulating the plans with that order added gives "
-        f"median |error| {serial['epoch_median_abs_error']:.1%}, worst {serial['epoch_worst_abs_error']:.1%}.",
         "",
         f"Machine: {machine['cpus']} CPUs; 1-minute load average around the runs: median "
         + (

@@ -1,0 +1,164 @@
+"""``fidelity``: the calibrated simulator against real runs on this machine (the calibration issue's table).
+
+One point: ``gnnwb fidelity``'s experiment (:func:`workbench.cli.fidelity.fidelity`).
+model-centric configurations (partitions x placements x fanouts) run for real on CPU
+worker processes of this machine, each several times; the simulator is calibrated on one
+half of the grid (a checkerboard) and predicts the other half, whose measurements it
+never saw. The page puts the held-out epoch errors beside the measurement's own
+run-to-run spread, and each phase's error on its own (errors of opposite sign in two
+phases must not hide each other).
+
+The quick grid keeps one placement (4 configurations, 2 held out); the full grid has both
+placements (8, 4 held out) and adds 4 workers where the machine has the cores for them
+(more workers than cores time-share them, which the simulator does not model).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from studies.report import ReportPage
+from studies.runner import Point, Study, register_study
+
+NAME = "fidelity"
+# Published calibrated simulators of distributed training report 3-9% average error; the
+# calibration issue asks for 5% median and 15% worst on held-out configurations.
+TARGET_MEDIAN, TARGET_WORST = 0.05, 0.15
+
+
+def points(full: bool) -> list[Point]:
+    from workbench.cli.fidelity import GRAPH
+
+    workers = [2, 4] if full and (os.cpu_count() or 1) >= 4 else [2]
+    settings = {
+        "workers": workers,
+        "repeats": 3,
+        "epochs": 2,
+        "iterations": 8,
+        "batch": 256,
+        "graph": GRAPH,
+        "quick": not full,
+    }
+    return [Point(NAME, {"grid": "full" if full else "quick"}, {"fidelity": settings}, measure="fidelity")]
+
+
+def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
+    from sim.calibrate.fidelity import plot
+
+    row = results.iloc[0]
+    summary, table = row["summary"], pd.DataFrame(row["table"])
+    folder.mkdir(parents=True, exist_ok=True)
+    images = plot(table, summary, folder)
+    median, worst = summary["epoch_median_abs_error"], summary["epoch_worst_abs_error"]
+    holds = median <= TARGET_MEDIAN and worst <= TARGET_WORST
+    phases = pd.DataFrame(
+        [
+            {
+                "phase": phase,
+                "share of measured busy time": v["share_of_busy"],
+                "median |error|": v["median_abs_error"],
+                "worst |error|": v["worst_abs_error"],
+                "mean signed error": v["mean_error"],
+                "run-to-run spread": v["median_spread"],
+            }
+            for phase, v in summary["phases"].items()
+        ]
+    )
+    misses = phases[phases["median |error|"] > phases["run-to-run spread"]].sort_values(
+        "share of measured busy time", ascending=False
+    )
+    held = table[table["quantity"] == "epoch"]
+    epoch = pd.DataFrame(
+        {
+            "configuration": held["config"],
+            "measured (ms)": held["measured_s"] * 1e3,
+            "run-to-run spread": held["spread"].map(lambda x: f"{x:.1%}"),
+            "simulated (ms)": held["predicted_s"] * 1e3,
+            "error": held["error"].map(_percent),
+        }
+    )
+    machine = summary.get("machine", {})
+    rank = summary["ranking"]
+    page = ReportPage(
+        "Fidelity: the calibrated simulator against real runs on this machine",
+        "Published calibrated simulators of distributed training report 3-9% average error; the workbench "
+        f"asks for a held-out epoch error within {TARGET_MEDIAN:.0%} in median and {TARGET_WORST:.0%} at worst. "
+        f"{summary['configurations']} held-out model-centric configurations on CPU worker processes "
+        "(gloo over loopback), calibrated on the other half of the grid.",
+    )
+    page.add(
+        "Claim and figure",
+        f"Target: median |error| <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}. Workbench: median "
+        f"{median:.1%}, worst {worst:.1%}, mean signed {summary['epoch_mean_error']:+.1%}, against the "
+        f"measurement's own run-to-run spread of {summary['epoch_median_spread']:.1%} (median) "
+        f"({'target met' if holds else 'target NOT met'}). Ranking: of {rank['pairs']} pairs of held-out "
+        f"configurations, {rank['within_noise']} differ by less than their measured spread and "
+        f"{rank['discordant']} of the others are ordered differently by the simulator. "
+        + (
+            "Phases whose median error exceeds their run-to-run spread: "
+            + "; ".join(
+                f"{r['phase']} ({r['mean signed error']:+.0%} mean signed, "
+                f"{r['share of measured busy time']:.0%} of busy time)"
+                for r in misses.to_dict("records")
+            )
+            + "."
+            + (
+                " Where gather_remote and allreduce miss in opposite directions: the real feature store's "
+                "exchange takes three message rounds (request counts, ids, rows) and serves the peer's "
+                "request on the same CPU, which the plan models as one transfer, so calibration puts that "
+                "protocol into the network's latency, which then also slows the simulated all-reduce "
+                "(one round per ring step)."
+                if _opposite(misses, "gather_remote", "allreduce")
+                else ""
+            )
+            if len(misses)
+            else "Every phase's error is within its run-to-run spread."
+        ),
+    )
+    page.add("Held-out epochs", table=epoch)
+    shown = phases.copy()
+    for column in ("share of measured busy time", "median |error|", "worst |error|", "run-to-run spread"):
+        shown[column] = shown[column].map(lambda x: f"{x:.1%}")
+    shown["mean signed error"] = shown["mean signed error"].map(_percent)
+    page.add("Per phase (busy seconds summed over workers)", table=shown)
+    for image in images:
+        page.add(
+            "Simulated against measured" if image.name == "scatter.png" else "Error per phase",
+            image=image.name,
+        )
+    if machine:
+        page.add(
+            "Machine",
+            f"{machine.get('cpus')} CPUs; 1-minute load average around the runs: median "
+            f"{machine.get('load_median') or float('nan'):.2f}, max {machine.get('load_max') or float('nan'):.2f} "
+            "(a load above the worker count means other processes shared the cores: they inflate and "
+            "scatter the measured times).",
+        )
+    table.to_csv(folder / "results.csv", index=False)
+    return page
+
+
+def _percent(x: float) -> str:
+    return f"{x:+.1%}" if x == x else "n/a"
+
+
+def _opposite(misses: pd.DataFrame, a: str, b: str) -> bool:
+    """Whether phases ``a`` and ``b`` both miss, ``a`` under and ``b`` over."""
+    sign = dict(zip(misses["phase"], misses["mean signed error"], strict=True))
+    return a in sign and b in sign and sign[a] < 0 < sign[b]
+
+
+register_study(
+    Study(
+        NAME,
+        "Fidelity: the calibrated simulator against real runs",
+        "calibration issue; published calibrated simulators report 3-9% error",
+        "held-out epoch time within 5% in median and 15% at worst",
+        points,
+        analyze,
+        local_only=True,
+    )
+)
