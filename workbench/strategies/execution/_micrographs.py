@@ -83,8 +83,17 @@ class Micrographs:
         return int(self.roots.shape[0])
 
 
-def distinct(values: np.ndarray) -> np.ndarray:
-    """The distinct values, sorted (a sort and a compare: faster here than ``np.unique``'s hashing)."""
+def distinct(values: np.ndarray, bound: int | None = None) -> np.ndarray:
+    """The distinct values, sorted.
+
+    With ``bound`` (every value lies in ``[0, bound)``) and values not far fewer than it, they
+    are marked in a flag array read back in order (linear in ``bound``); otherwise a sort and
+    a compare (faster here than ``np.unique``'s hashing).
+    """
+    if bound is not None and values.shape[0] * 8 >= bound:
+        seen = np.zeros(bound, dtype=bool)
+        seen[values] = True
+        return np.flatnonzero(seen)
     out = np.sort(values)
     if out.shape[0] > 1:
         out = out[np.concatenate(([True], out[1:] != out[:-1]))]
@@ -99,12 +108,12 @@ def cut_subtree(
     # Kept vertices as sorted positions (a tree is a small part of its minibatch's blocks, so
     # index lists beat masks over whole blocks). A destination is its own source too, at the
     # same position (blocks[l].src_nodes starts with blocks[l].dst_nodes).
-    keep = distinct(np.asarray(positions, dtype=np.int64))
+    keep = distinct(np.asarray(positions, dtype=np.int64), blocks[-1].num_dst)
     sizes: list[tuple[int, int, int]] = []
     edges: np.ndarray = np.zeros(0, dtype=np.int64)
     for block in reversed(blocks):
         edges = _edges_into(block, keep)
-        sources = distinct(np.concatenate((keep, block.edge_src[edges])))
+        sources = distinct(np.concatenate((keep, block.edge_src[edges])), block.num_src)
         sizes.append((int(sources.shape[0]), int(keep.shape[0]), int(edges.shape[0])))
         keep = sources  # blocks[l].src_nodes == blocks[l - 1].dst_nodes
     first = blocks[0]

@@ -118,6 +118,34 @@ class SchemeInputs:
             return None
         return [self.placement.cached_mask(g) for g in range(self.num_workers)]
 
+    @cached_property
+    def read_sources(self) -> list[tuple[np.ndarray, list[tuple[str, str]]]]:
+        """Per worker ``w``: where it reads each vertex's features, as a code per vertex, and the
+        ``(kind, source node)`` of each code, in :func:`feature_reads`' order.
+
+        A vertex in ``w``'s GPU cache is local (code 0); else one a GPU of ``w``'s peer group
+        caches (the placement's ``home`` names which) comes from that peer (codes 1..P, the
+        group's order); else from the host memory of the machine that owns it (code P + 1 + m).
+        """
+        out = []
+        machines = len(self.cluster.machines)
+        for w in range(self.num_workers):
+            mine = int(self.worker_machine[w])
+            peers: list[int] = []
+            if self.placement is not None:
+                group = next(g for g in self.placement.groups() if w in g)
+                peers = [p for p in group if p != w]
+            codes = (len(peers) + 1 + self.vertex_machine).astype(np.int16)
+            if self.placement is not None:
+                home = self.placement.home
+                for rank, peer in enumerate(peers):
+                    codes[home == peer] = 1 + rank
+                codes[self.cached_masks[w]] = 0  # type: ignore[index]
+            sources = [("local", self.workers[w])] + [("peer", self.workers[p]) for p in peers]
+            sources += [("host" if m == mine else "remote", self.host_of_machine(m)) for m in range(machines)]
+            out.append((codes, sources))
+        return out
+
 
 @dataclass(frozen=True)
 class FeatureRead:
@@ -143,31 +171,18 @@ def feature_reads(inputs: SchemeInputs, w: int, vertices: np.ndarray) -> list[Fe
     (the placement's ``home`` names which) comes from that peer; else it comes from the
     host memory of the machine that owns it.
     """
-    reads: list[FeatureRead] = []
-    rest = np.asarray(vertices, dtype=np.int64)
-    placement = inputs.placement
-    if placement is not None:
-        local = inputs.cached_masks[w][rest]  # type: ignore[index]
-        if local.any():
-            reads.append(FeatureRead("local", inputs.workers[w], rest[local]))
-        rest = rest[~local]
-        group = next(g for g in placement.groups() if w in g)
-        home = placement.home[rest]
-        for peer in group:
-            if peer == w:
-                continue
-            mine = home == peer
-            if mine.any():
-                reads.append(FeatureRead("peer", inputs.workers[peer], rest[mine]))
-        in_group = np.isin(home, [g for g in group if g != w])
-        rest = rest[~in_group]
-    machines = inputs.vertex_machine[rest]
-    mine = int(inputs.worker_machine[w])
-    present = np.bincount(machines, minlength=len(inputs.cluster.machines))
-    for m in np.flatnonzero(present).tolist():
-        chosen = rest[machines == m]
-        reads.append(FeatureRead("host" if m == mine else "remote", inputs.host_of_machine(m), chosen))
-    return reads
+    vertices = np.asarray(vertices, dtype=np.int64)
+    codes, sources = inputs.read_sources[w]
+    code = codes[vertices]
+    # One gather and a stable (radix) sort of small codes split the request, in its own order
+    # within each source: a mask per source costs several passes over it.
+    counts = np.bincount(code, minlength=len(sources))
+    parts = np.split(vertices[np.argsort(code, kind="stable")], np.cumsum(counts)[:-1])
+    return [
+        FeatureRead(kind, node, part)
+        for (kind, node), part, n in zip(sources, parts, counts, strict=True)
+        if n
+    ]
 
 
 READ_PHASE = {"local": "gather_local", "peer": "d2d", "host": "h2d", "remote": "gather_remote"}

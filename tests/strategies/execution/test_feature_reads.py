@@ -1,0 +1,61 @@
+"""Where a worker reads each input vertex from, against a vertex-by-vertex rule on a hand-made layout."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.graph.datasets import load_dataset
+from workbench.hardware import load_hardware
+from workbench.model import build_model
+from workbench.strategies.execution.base import SchemeInputs, feature_reads
+from workbench.strategies.partition.base import PartitionResult
+from workbench.strategies.placement.base import PlacementResult
+
+
+def inputs_on_two_nodes(seed: int) -> SchemeInputs:
+    """8 workers on 2 machines of 4 GPUs; GPUs peer in pairs; random owners, caches and homes."""
+    graph = load_dataset("er:n=400,deg=4")
+    rng = np.random.default_rng(seed)
+    cluster = load_hardware("perlmutter-4xa100-slingshot", machines=2)
+    workers = cluster.gpu_nodes()[:8]
+    owner = rng.integers(0, 8, graph.num_nodes).astype(np.int64)
+    caches = [np.flatnonzero(rng.random(graph.num_nodes) < 0.2).astype(np.int64) for _ in range(8)]
+    home = np.full(graph.num_nodes, -1, dtype=np.int64)
+    for g in range(8):  # the lowest-numbered GPU that keeps a vertex is its home
+        free = home[caches[g]] < 0
+        home[caches[g][free]] = g
+    placement = PlacementResult(caches, home, ((0, 1), (2, 3), (4, 5), (6, 7)))
+    model = build_model("sage", graph.feat_dim, graph.num_classes, hidden=8, num_layers=2)
+    return SchemeInputs(
+        graph, cluster, model, workers, PartitionResult(graph, owner, 8), [], graph.feat_dim * 4, placement
+    )
+
+
+def by_rule(inputs: SchemeInputs, w: int, v: int) -> tuple[str, str]:
+    placement = inputs.placement
+    assert placement is not None
+    if v in set(placement.gpu_vertices[w].tolist()):
+        return "local", inputs.workers[w]
+    group = next(g for g in placement.groups() if w in g)
+    if placement.home[v] in group and placement.home[v] != w:
+        return "peer", inputs.workers[int(placement.home[v])]
+    machine = int(inputs.worker_machine[inputs.partition.owner[v]])
+    kind = "host" if machine == int(inputs.worker_machine[w]) else "remote"
+    return kind, inputs.host_of_machine(machine)
+
+
+def test_every_vertex_is_read_from_where_the_rule_says_in_request_order():
+    for seed in range(3):
+        inputs = inputs_on_two_nodes(seed)
+        request = np.random.default_rng(seed + 10).permutation(inputs.graph.num_nodes)[:150]
+        for w in range(8):
+            reads = feature_reads(inputs, w, request)
+            got = {int(v): (r.kind, r.source) for r in reads for v in r.vertices}
+            assert got == {int(v): by_rule(inputs, w, int(v)) for v in request}
+            for r in reads:  # each source's vertices in the request's order, no empty read
+                assert r.count and np.array_equal(r.vertices, request[np.isin(request, r.vertices)])
+            # Cache first, then peers, then machines by index (host or remote).
+            stage = [{"local": 0, "peer": 1}.get(r.kind, 2) for r in reads]
+            assert stage == sorted(stage)
+            hosts = [r.source for r in reads if r.kind in ("host", "remote")]
+            assert hosts == sorted(hosts, key=[m.host_node for m in inputs.cluster.machines].index)
