@@ -164,11 +164,15 @@ class FeatureStore:
         return buf[:rows]
 
     # ---- one minibatch's input features ---------------------------------------------------------
-    def gather(self, vertices: np.ndarray, prefix: str) -> tuple[torch.Tensor, list[ReadTiming]]:
+    def gather(
+        self, vertices: np.ndarray, prefix: str, *, remote: bool = True
+    ) -> tuple[torch.Tensor, list[ReadTiming]]:
         """The features of ``vertices`` (unique ids) on the device, in their order, and each read's timing.
 
         ``prefix``: the plan's task prefix (``i{iteration}.w{worker}``); read ``k`` from
-        ``source`` is plan task ``{prefix}.{k}.{source}``.
+        ``source`` is plan task ``{prefix}.{k}.{source}``. ``remote=False``: no worker takes
+        part in a remote exchange in this call (``hopgnn`` pre-gathered its remote features
+        with :meth:`fetch_remote`), so ``vertices`` must all be on this machine.
         """
         vertices = np.asarray(vertices, dtype=np.int64)
         reads = feature_reads(self.inputs, self.rank, vertices)
@@ -239,6 +243,11 @@ class FeatureStore:
                 peer = self.gpu_worker[read.source]
                 peer_requests[peer] = read.vertices
                 peer_tasks[peer] = task
+            elif not remote:
+                raise RuntimeError(
+                    f"worker {self.rank}: {read.count} vertices of {prefix} live on {read.source}, "
+                    "but this read makes no remote exchange (they should have been pre-gathered)"
+                )
             else:  # remote: from each owner process on that machine
                 owners = self.owner[read.vertices]
                 for w in np.unique(owners).tolist():
@@ -255,7 +264,7 @@ class FeatureStore:
                 out,
                 positions,
             )
-        if self.has_remote:
+        if self.has_remote and remote:
             merged = {w: np.unique(np.concatenate(parts)) for w, parts in remote_requests.items()}
             timings += self._fetch(
                 "gather_remote",
@@ -268,6 +277,42 @@ class FeatureStore:
                 positions,
             )
         return out, timings
+
+    def fetch_remote(
+        self, vertices: np.ndarray, prefix: str
+    ) -> tuple[np.ndarray, torch.Tensor, list[ReadTiming]]:
+        """Pre-gathering (``hopgnn``): one deduplicated fetch of the features of ``vertices`` that
+        live on other machines (the reads :func:`feature_reads` calls remote) into this worker's
+        host memory, as HopGNN stores them (paper 003, section 5.2).
+
+        Collective like :meth:`gather`'s remote exchange: every worker calls it, with or without
+        vertices. Returns the fetched vertices (sorted), their rows on the CPU in that order (pinned
+        on a GPU run: they go on to the device), and one timing per source machine, plan task
+        ``{prefix}.{source}`` (phase ``gather_remote``).
+        """
+        vertices = np.asarray(vertices, dtype=np.int64)
+        reads = [r for r in feature_reads(self.inputs, self.rank, vertices) if r.kind == "remote"]
+        fetched = np.sort(np.concatenate([r.vertices for r in reads])) if reads else np.zeros(0, np.int64)
+        rows = torch.empty(
+            (fetched.shape[0], self.dim), dtype=torch.float32, pin_memory=self.device.type == "cuda"
+        )
+        requests: dict[int, np.ndarray] = {}
+        tasks: dict[int, str] = {}
+        for read in reads:  # a worker's features live on one machine: one read per owner
+            owners = self.owner[read.vertices]
+            for w in np.unique(owners).tolist():
+                requests[w] = read.vertices[owners == w]
+                tasks[w] = f"{prefix}.{read.source}"
+        if not self.has_remote:
+            return fetched, rows, []
+
+        def positions(chosen: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.searchsorted(fetched, chosen))
+
+        timings = self._fetch(
+            "gather_remote", requests, tasks, self.host, self.host_index, self.remote_group, rows, positions
+        )
+        return fetched, rows, timings
 
     def _fetch(
         self,
@@ -336,7 +381,7 @@ class FeatureStore:
             work.wait()
         for w, work in zip(receives, works[sends:], strict=True):
             work.wait()
-            rows = incoming[w].to(self.device, non_blocking=True)
+            rows = incoming[w].to(out.device, non_blocking=True)  # the device, or host memory (fetch_remote)
             out[positions(requests[w])] = rows
             arrived[w] = self.clock()
             self.counter.add(phase, tensor_bytes(incoming[w]))

@@ -1,11 +1,14 @@
-"""Execution schemes run for real: one module per scheme, each with ``run_epoch(ctx, epoch)``
-(train one epoch; returns the worker's ``loss_sum``, ``correct`` and ``seeds``) and
-``evaluate(ctx)`` (test accuracy of the worker's model).
+"""Execution schemes run for real: one module per scheme, each with ``setup(ctx)`` (its model
+and state, once per run, before the workers' first barrier), ``run_epoch(ctx, epoch)`` (train
+one epoch; returns the worker's ``loss_sum``, ``correct`` and ``seeds``) and ``evaluate(ctx)``
+(test accuracy of the worker's model), and optionally ``PLAN_PARAMS`` (scheme parameters the
+executor imposes on the run's plan, :func:`realrun.launcher.as_executed`).
 
 A real scheme does what its plan (:mod:`workbench.strategies.execution`) says, with real
 tensors and real communication, and reports every planned task it ran through
 :meth:`realrun.schemes.base.WorkerContext.row` under the plan's task id. Only the schemes
-listed here run for real; the others are simulated only (``gnnwb sim``) for now.
+listed here run for real (``model-centric``; ``hopgnn`` with its three switches, model migration
+included); the others are simulated only (``gnnwb sim``) for now.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from types import ModuleType
 from workbench.errors import UnknownNameError
 
 # Registered name -> module under realrun.schemes.
-REAL_SCHEMES = {"model-centric": "model_centric"}
+REAL_SCHEMES = {"model-centric": "model_centric", "hopgnn": "hopgnn"}
 
 
 def real_scheme(name: str) -> ModuleType:

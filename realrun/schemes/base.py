@@ -38,6 +38,7 @@ STATUS_PHASES = (
     "evaluate",
     "barrier",
     "done",
+    "migrate",  # hopgnn: a model arriving from another worker
 )
 # Long local work the others may wait for in a collective without it being a hang (the
 # time limit still bounds it).
@@ -185,8 +186,11 @@ class WorkerContext:
         end: float,
         nbytes: int = 0,
         device: str | None = None,
+        engine: str | None = None,
     ) -> None:
-        """Record plan task ``task`` as run from ``start`` to ``end``, having moved ``nbytes``."""
+        """Record plan task ``task`` as run from ``start`` to ``end``, having moved ``nbytes``
+        (``engine``: where the phase alone does not say, e.g. a GPU-to-GPU copy within a machine
+        or across the network)."""
         if task not in self.task_index:
             raise RuntimeError(f"worker {self.rank} ran task {task!r}, which the plan does not have")
         self.log.add_row(
@@ -194,7 +198,7 @@ class WorkerContext:
                 "t": "row",
                 "task": self.task_index[task],
                 "device": device or self.gpu,
-                "engine": PHASE_ENGINE.get(phase, "compute"),
+                "engine": engine or PHASE_ENGINE.get(phase, "compute"),
                 "start": start,
                 "end": end,
                 "bytes": int(nbytes),
