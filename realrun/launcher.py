@@ -434,6 +434,7 @@ def _diagnose_failure(procs: list[Any], status: Any, parts: Path) -> str:
 
 def _stop(procs: list[Any]) -> None:
     """SIGTERM every live worker, SIGKILL the ones still there a moment later, reap them all."""
+    procs = [p for p in procs if p.pid is not None]  # one that never started has nothing to stop
     for p in procs:
         if p.is_alive():
             p.terminate()

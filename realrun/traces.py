@@ -43,10 +43,12 @@ MEASURED_PHASES = (
     "d2d",
     "gather_remote",
     "allreduce",
+    "migrate",
     "d2d_index",
     "gather_remote_index",
+    "migrate_index",
 )
-PLANNED_PHASES = ("gather_local", "h2d", "d2d", "gather_remote", "allreduce")
+PLANNED_PHASES = ("gather_local", "h2d", "d2d", "gather_remote", "allreduce", "migrate")
 
 
 @dataclass
