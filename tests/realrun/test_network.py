@@ -237,3 +237,60 @@ def test_a_launcher_stopped_by_sigterm_removes_its_namespaces(config: Path, tmp_
             launcher.kill()
             launcher.wait()
     assert ours(launcher.pid) == []
+
+
+def exchange_seconds(trace_path: Path, rate_bytes: float) -> tuple[float, float]:
+    """Remote fetches of the last epoch: measured seconds and the link-bound prediction, summed over
+    workers and iterations. One exchange per worker and iteration (its rows from several owners
+    overlap: its span counts); its prediction is the larger of what it receives and what its owner
+    side sends, over the worker's own shaped link."""
+    import pandas as pd
+
+    trace = pd.read_parquet(trace_path)
+    rows = trace[(trace["phase"] == "gather_remote") & (trace["epoch"] == trace["epoch"].max())]
+    machine_of_host = {h: int(h.split(".")[0][1:]) for h in rows["src"].unique()}  # "m2.host" -> 2
+    keys = ["iteration", "worker"]
+    span = rows.groupby(keys).agg(start=("start", "min"), end=("end", "max"))
+    received = rows.groupby(keys)["bytes"].sum()
+    sent = rows.assign(worker=rows["src"].map(machine_of_host)).groupby(keys)["bytes"].sum()
+    both = pd.concat([received.rename("in"), sent.rename("out")], axis=1).fillna(0)
+    return float((span["end"] - span["start"]).sum()), float(both.max(axis=1).sum() / rate_bytes)
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_over_shaped_links_hopgnn_saves_the_fetch_time_its_bytes_predict(tmp_path: Path) -> None:
+    """4 workers, 100 Mbit/s links, the shipped SBM example as hopgnn (All) and as model-centric.
+
+    HopGNN fetches about 0.68x model-centric's remote bytes; over links this narrow the fetch
+    time follows the bytes. Each exchange also pays its protocol (three message rounds, the
+    owner's gather) on 2 cores shared by 4 workers, which the byte count leaves out, so the
+    times sit above the link-bound prediction and their ratio is checked within 15% of the
+    bytes' ratio (measured here: 0.62 against 0.69)."""
+    example = (ROOT / "examples" / "configs" / "hopgnn-sbm-real.toml").read_text()
+    configs = {"hopgnn": tmp_path / "hop.toml", "model-centric": tmp_path / "mc.toml"}
+    configs["hopgnn"].write_text(example)
+    cut = example.rindex("[execution]")
+    configs["model-centric"].write_text(example[:cut] + '[execution]\nname = "model-centric"\n')
+    payload = 100 * MBIT * 1448 / 1514 / 8  # TCP payload bytes/s of a 100 Mbit/s Ethernet link
+    seconds, predicted, moved = {}, {}, {}
+    for scheme, config in configs.items():
+        out = tmp_path / scheme
+        argv = ["realrun", str(config), "--workers", "4", "--epochs", "2", "--no-eval", "--out", str(out)]
+        assert main([*argv, "--emulate-network", "--link-bandwidth", "100Mbit"]) == 0
+        seconds[scheme], predicted[scheme] = exchange_seconds(out / "trace.parquet", payload)
+        moved[scheme] = int(last_results_row(out / "results.csv")["measured_gather_remote_bytes"])
+        assert seconds[scheme] >= 0.95 * predicted[scheme]  # the links really are shaped
+    byte_ratio = moved["hopgnn"] / moved["model-centric"]
+    time_ratio = seconds["hopgnn"] / seconds["model-centric"]
+    print(f"remote fetch over 100 Mbit/s: {seconds} s (link-bound {predicted}); bytes {moved}; "
+          f"time ratio {time_ratio:.2f} vs byte ratio {byte_ratio:.2f}")  # fmt: skip
+    assert byte_ratio < 0.8
+    assert abs(time_ratio - byte_ratio) <= 0.15 * byte_ratio
+    assert ours() == []
+
+
+def last_results_row(path: Path) -> dict:
+    import pandas as pd
+
+    return pd.read_csv(path).iloc[-1].to_dict()
