@@ -15,19 +15,27 @@
 
 The graph is loaded once, before any timing (it is on disk after its first generation).
 
-Measured (2 cores, mostly quiet, ``--rounds 3``, one run of both parts):
+Measured (2 cores, quiet, ``--rounds 5``, one run of both parts, 2026-11-23):
 
-* (a) workbench epoch 1.61 / 2.11 / 2.00 s (sampling 1.2-1.8 s, plan 0.3-0.4 s, simulate
-  0.03 s; 96 minibatches, 1,176 tasks) against DGL sampling 4.15 / 2.20 / 1.65 s: median
-  **0.91x, target 0.5x not met**. The spine samples each worker's 24 minibatches in one
-  bulk call (below the default bulk of 32), at 54-78 minibatches/s, where
-  ``bench_sampling.py`` measures bulk-matrix at 136/s against DGL's 59/s in isolation.
-  (Under load from other sessions an earlier run gave 0.17x: DGL's two threads suffer more.)
-* (b) 12 configurations in 29.3 s against the first alone 8.0 s: **3.68x, target 2x not
-  met**. Reusing the sampled epoch works (sampling 0.01 s after the first point), but plan
-  building is not small against sampling: hopgnn's plans take 2.2-4.4 s (micrographs cut
-  per cell), model-centric's 0.1-1.0 s; meeting 2x needs every later point's placement,
-  plan and simulation under 1/11 of the first point's sampling.
+* (a) workbench epoch 1.05 / 2.52 / 2.07 / 3.12 / 2.34 s (sampling 0.66-2.58 s, plan
+  0.33-0.51 s, simulate 0.03 s; 96 minibatches, 1,176 tasks) against DGL sampling 2.38 /
+  2.25 / 2.17 / 2.07 / 2.31 s: median **1.04x, target 0.5x not met**. The sampling time
+  swings with the kernel's time, not the sampler's: an epoch's minibatches are about
+  1.3 GB of fresh int64 arrays, NumPy asks for transparent huge pages on large arrays,
+  and with ``defrag = madvise`` (this machine) some epochs stall in page compaction
+  (system time 1.4-1.6 s in the slow ones, 0.1 s in the others, same page faults). With
+  ``NUMPY_MADVISE_HUGEPAGE=0`` (no huge pages, more but cheap faults) the same benchmark
+  is steady: workbench 1.14-1.47 s (sampling 0.80-0.92 s, plan 0.31-0.51 s) against DGL
+  1.73-2.11 s, median **0.70x**, still above 0.5x. Meeting it needs the plan under 0.1 s
+  and sampling near its best (0.57 s): smaller output (int32 positions in blocks) is the
+  next step, not done.
+* (b) 12 configurations in 21.7 s against the first alone 8.3 s: **2.61x, target 2x not
+  met** (3.68x before ``feature_reads`` split requests by a radix sort and ``distinct``
+  marked flags, commit 0b1ce7c). Reusing the sampled epoch works (sampling 0.01 s after the
+  first point); model-centric's later points take 0.25-0.70 s, hopgnn's 2.1-2.8 s, all but
+  0.1 s of it plan building (cutting each cell's micrographs, 1.4 s, and splitting their
+  reads, 0.7 s, per epoch). Meeting 2x needs hopgnn's plan near 1 s: a compiled tree cut
+  (one pass per layer with a reusable flag array) is the next step, not done.
 """
 
 from __future__ import annotations
