@@ -195,15 +195,22 @@ def launch(
     port: int = 0,
     emulate_network: bool = False,
     link_bandwidth_bps: float | None = None,
+    layers: str = "auto",
 ) -> RunSummary:
     """Run ``prepared`` for real with one process per worker; raises :class:`WorkerFailure` naming
     the worker when one dies or hangs (after writing what the workers recorded).
+
+    ``layers``: ``auto`` (DGL's layers where DGL runs: the CPU; the plain-PyTorch twins on a
+    GPU), ``dgl`` or ``torch`` (:func:`realrun.layers.layer_backend`; decided here, once).
 
     ``emulate_network``: every worker in its own network namespace, links shaped to
     ``link_bandwidth_bps`` bits/s (default: the cluster's network link), see
     :mod:`realrun.network`; the namespaces are removed when the run ends, however it ends."""
     if not time_limit > 0 or not collective_timeout > 0:
         raise ConfigError("--time-limit and --collective-timeout must be positive")
+    from realrun.layers import layer_backend
+
+    chosen = layer_backend(layers, "cpu" if device == "cpu" else "cuda").name
     world = prepared.inputs.num_workers
     with contextlib.ExitStack() as stack:
         net = None
@@ -211,7 +218,7 @@ def launch(
             net = stack.enter_context(_network(prepared, device, world, link_bandwidth_bps))
         return _launch(
             prepared, plan, config_path, device=device, out=out, epochs=epochs, evaluate=evaluate,
-            time_limit=time_limit, collective_timeout=collective_timeout, port=port, net=net,
+            time_limit=time_limit, collective_timeout=collective_timeout, port=port, net=net, layers=chosen,
         )  # fmt: skip
     raise AssertionError("unreachable")  # pragma: no cover - the with block returns or raises
 
@@ -248,6 +255,7 @@ def _launch(
     collective_timeout: float,
     port: int,
     net: Any,
+    layers: str,
 ) -> RunSummary:
     import torch.multiprocessing as mp
 
@@ -275,6 +283,7 @@ def _launch(
         if net is not None
         else f"tcp://127.0.0.1:{free_port(port)}",
         fault=check_fault(os.environ.get(FAULT_ENV)),
+        layers=layers,
     )
     # The workers load the setup (graph, epoch, plan index: megabytes) from a file. Handed
     # through spawn's pipe instead, a worker that dies while starting would leave the launcher
@@ -485,6 +494,7 @@ def finish_run(
         "device": first.get("device"),
         "device_name": first.get("device_name"),
         "backend": first.get("backend"),
+        "layers": first.get("layers"),
         "torch": first.get("torch"),
         "cuda": first.get("cuda"),
         "hosts": sorted({s.get("host", "") for s in records.starts.values()}),

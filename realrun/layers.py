@@ -604,3 +604,64 @@ def to_dgl_block(block: Block | TensorBlock) -> Any:
         num_src_nodes=block.num_src,
         num_dst_nodes=block.num_dst,
     )
+
+
+# ---- which layers a real run uses ------------------------------------------------------------------
+LAYER_CHOICES = ("auto", "dgl", "torch")
+
+
+@dataclass(frozen=True)
+class LayerBackend:
+    """The layer implementation a real run trains with, and the blocks it takes.
+
+    ``dgl``: ``dgl.nn`` layers on DGL blocks (the PyPI wheel's kernels are CPU-only);
+    ``torch``: the plain-PyTorch twins on :class:`TensorBlock` s, for any device. Both
+    start from the same weights for a seed (:func:`build_dgl_layers`).
+    """
+
+    name: str
+
+    def build(self, model: ModelSpec, seed: int) -> GNNStack:
+        return build_dgl_layers(model, seed=seed) if self.name == "dgl" else build_layers(model, seed=seed)
+
+    def block(self, block: Block | TensorBlock, device: torch.device | str) -> Any:
+        """``block`` as these layers take it."""
+        if self.name == "dgl":
+            return to_dgl_block(block)
+        return block if isinstance(block, TensorBlock) else TensorBlock.from_block(block, device)
+
+
+def edge_weight(block: Block | TensorBlock, device: torch.device | str) -> Tensor | None:
+    """The sampler's edge weights of ``block`` (None for unweighted samplers), as a tensor on ``device``."""
+    if isinstance(block, TensorBlock):
+        return block.edge_weight
+    if block.edge_weight is None:
+        return None
+    return torch.as_tensor(np.asarray(block.edge_weight, dtype=np.float32), device=device)
+
+
+def layer_backend(choice: str, device: torch.device | str) -> LayerBackend:
+    """``auto``: DGL's layers where DGL runs (the CPU, when it loads), the plain-PyTorch ones
+    elsewhere; ``dgl`` insists (a one-line error where it cannot run); ``torch`` never uses DGL."""
+    if choice not in LAYER_CHOICES:
+        raise ConfigError(f"--layers {choice!r}: allowed {', '.join(LAYER_CHOICES)}")
+    if choice == "torch":
+        return LayerBackend("torch")
+    why = _why_no_dgl(torch.device(device))
+    if why is None:
+        return LayerBackend("dgl")
+    if choice == "dgl":
+        raise ConfigError(f"--layers dgl: {why}; use --layers torch (the plain-PyTorch twins)")
+    return LayerBackend("torch")
+
+
+def _why_no_dgl(device: torch.device) -> str | None:
+    if device.type != "cpu":
+        return f"DGL's PyPI wheel has no {device.type} kernels"
+    from workbench.dgl_loader import DGLUnavailableError, load_dgl
+
+    try:
+        load_dgl()
+    except DGLUnavailableError as exc:
+        return str(exc)
+    return None

@@ -46,6 +46,7 @@ import torch
 import torch.distributed as dist
 
 from realrun.feature_store import ByteCounter, FeatureStore
+from realrun.layers import LAYER_CHOICES, layer_backend
 from realrun.schemes import real_scheme
 from realrun.schemes.base import PartLog, Status, WorkerContext
 from workbench.run import PreparedRun
@@ -68,6 +69,7 @@ class WorkerSetup:
     init_method: str  # "tcp://127.0.0.1:PORT" (launcher) or "env://" (torchrun)
     fault: str | None = None
     collect: bool = False  # gather every part file to rank 0 at the end (torchrun)
+    layers: str = "auto"  # realrun.layers.LAYER_CHOICES: DGL's layers where DGL runs, else plain PyTorch
 
 
 def part_path(parts: str | Path, rank: int) -> Path:
@@ -192,6 +194,7 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
         status=status,
         t0=time.perf_counter(),
         fault=setup.fault,
+        layers=layer_backend(setup.layers, device),
     )
     ctx.store = FeatureStore(
         inputs,
@@ -219,6 +222,7 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
             "device": str(device),
             "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
             "backend": dist.get_backend(),
+            "layers": ctx.layers.name,
             "host": socket.gethostname(),
             "torch": torch.__version__,
             "cuda": torch.version.cuda if cuda else None,
@@ -280,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--no-eval", action="store_true")
+    parser.add_argument("--layers", choices=LAYER_CHOICES, default="auto")
     parser.add_argument("--collective-timeout", type=float, default=DEFAULT_COLLECTIVE_TIMEOUT)
     args = parser.parse_args(argv)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -302,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         init_method="env://",
         fault=check_fault(os.environ.get(FAULT_ENV)),
         collect=True,
+        layers=args.layers,
     )
     code = run_worker(rank, world, local_rank, setup, Status(None, rank))
     if code == 0 and rank == 0:

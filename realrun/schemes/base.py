@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from realrun.feature_store import ByteCounter, FeatureStore
+from realrun.layers import LayerBackend
 from workbench.config import RunConfig
 from workbench.strategies.execution.base import SchemeInputs
 
@@ -153,6 +154,7 @@ class WorkerContext:
     state: dict[str, Any] = field(default_factory=dict)  # the scheme's own (model, optimizer, ...)
     epoch: int = 0
     fault: str | None = None  # test-only fault injection (realrun.worker.FAULT_ENV)
+    layers: LayerBackend = field(default_factory=lambda: LayerBackend("torch"))  # which layers train
 
     def begin_iteration(self, iteration: int) -> None:
         """Schemes call this first in every iteration."""

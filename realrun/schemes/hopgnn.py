@@ -232,6 +232,7 @@ class Cell:
     graph: CellGraph
     labels: torch.Tensor
     input_index: torch.Tensor
+    blocks: list[Any]  # graph.blocks as the run's layers take them (realrun.layers.LayerBackend)
 
 
 # ---- setup, epoch, iteration ----------------------------------------------------------------
@@ -322,6 +323,7 @@ def my_cells(ctx: WorkerContext, schedule: Schedule, it: int) -> dict[int, Cell]
             graph,
             torch.as_tensor(np.asarray(labels[graph.roots], dtype=np.int64)).to(ctx.device),
             torch.from_numpy(graph.input_index).to(ctx.device),
+            [ctx.layers.block(b, ctx.device) for b in graph.blocks],
         )
     return out
 
@@ -409,7 +411,7 @@ def train_cell(
         ctx.status.phase("forward", it)
         start = ctx.now()
         h = x.index_select(0, cell.input_index) if layer == 0 else outs[-1].detach().requires_grad_()
-        out = model.layer_forward(layer, blocks[layer], h, blocks[layer].edge_weight)
+        out = model.layer_forward(layer, cell.blocks[layer], h, blocks[layer].edge_weight)
         if layer == num_layers - 1:
             loss = F.cross_entropy(out, cell.labels, reduction="sum")
             # The model's minibatch is all its roots of the iteration, over all its cells.

@@ -11,7 +11,8 @@ built from the run's seed). Per iteration ``i``, worker ``w``:
 2. gathers the input features through the feature store: its GPU cache
    (``gather_local``), its host memory (``h2d``), a peer GPU's cache (``d2d``) and
    the other machines' host memory (``gather_remote``, real point-to-point);
-3. runs forward then backward layer by layer, each layer timed on its own: layer
+3. runs forward then backward layer by layer (DGL's layers where DGL runs, on the CPU;
+   the plain-PyTorch twins elsewhere: ``gnnwb realrun --layers``), each layer timed on its own: layer
    ``l``'s input is the previous layer's output detached, so its backward is one
    ``backward`` call that ends with the gradient of that input, which the previous
    layer's backward then starts from (the loss is computed in the last layer's forward);
@@ -31,7 +32,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
-from realrun.layers import TensorBlock, build_layers
+from realrun.layers import TensorBlock, edge_weight
 from realrun.schemes.base import WorkerContext, make_optimizer
 
 # The plan parameters this executor follows: it samples (hands over) and gathers an
@@ -45,7 +46,7 @@ def setup(ctx: WorkerContext) -> None:
     """The model copy and its optimizer, once per run."""
     if "model" in ctx.state:
         return
-    model = build_layers(ctx.inputs.model, seed=ctx.config.seed).to(ctx.device)
+    model = ctx.layers.build(ctx.inputs.model, ctx.config.seed).to(ctx.device)
     params = [p for p in model.parameters() if p.requires_grad]
     ctx.state["model"] = model
     ctx.state["params"] = params
@@ -75,7 +76,8 @@ def iteration(ctx: WorkerContext, epoch: int, it: int) -> tuple[float, int, int]
     ctx.begin_iteration(it)
     start = ctx.now()
     mb = inputs.epoch[it][rank]
-    blocks = [TensorBlock.from_block(b, device) for b in mb.blocks]
+    blocks = [ctx.layers.block(b, device) for b in mb.blocks]
+    weights = [edge_weight(b, device) for b in mb.blocks]
     labels = torch.as_tensor(np.asarray(inputs.graph.labels[mb.blocks[-1].dst_nodes], dtype=np.int64)).to(
         device
     )
@@ -94,7 +96,7 @@ def iteration(ctx: WorkerContext, epoch: int, it: int) -> tuple[float, int, int]
         ctx.status.phase("forward", it)
         start = ctx.now()
         h = x if layer == 0 else outs[-1].detach().requires_grad_()
-        out = model.layer_forward(layer, blocks[layer], h, blocks[layer].edge_weight)
+        out = model.layer_forward(layer, blocks[layer], h, weights[layer])
         if layer == num_layers - 1:
             loss = F.cross_entropy(out, labels)
             correct = int((out.argmax(dim=1) == labels).sum())
@@ -152,7 +154,8 @@ def evaluate(ctx: WorkerContext) -> float:
         n,
     )
     x = torch.from_numpy(np.ascontiguousarray(graph.features(), dtype=np.float32)).to(ctx.device)
-    out = ctx.state["model"]([full] * ctx.inputs.model.num_layers, x)
+    block = ctx.layers.block(full, ctx.device)
+    out = ctx.state["model"]([block] * ctx.inputs.model.num_layers, x, [None] * ctx.inputs.model.num_layers)
     test = torch.from_numpy(np.flatnonzero(graph.test_mask)).to(ctx.device)
     labels = torch.as_tensor(np.asarray(graph.labels, dtype=np.int64)).to(ctx.device)
     return float((out[test].argmax(dim=1) == labels[test]).float().mean())

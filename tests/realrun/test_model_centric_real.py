@@ -7,17 +7,21 @@ machine, so the other worker is a remote machine) is shared by the tests of this
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from realrun.launcher import launch, prepare_real_run
+from realrun.layers import layer_backend
 from realrun.traces import planned_phase_bytes
+from workbench.errors import ConfigError
 from workbench.trace import read_trace
 
 TINY = """
@@ -153,6 +157,30 @@ def test_results_have_time_loss_and_accuracy(two_workers) -> None:
     assert '"status": "complete"' in meta and '"backend": "gloo"' in meta
     assert (summary.out / "config.toml").exists()
     assert multiprocessing.active_children() == []
+
+
+def test_dgl_and_plain_layers_train_alike(two_workers, tmp_path: Path) -> None:
+    """On the CPU the run trains with DGL's layers (auto); the plain-PyTorch twins start from the
+    same weights and give the same losses, epoch by epoch, within float rounding."""
+    _, _, with_dgl = two_workers
+    config = write_config(tmp_path / "tiny.toml")
+    prepared, plan, _ = prepare_real_run(config, 2, "cpu")
+    plain = launch(
+        prepared, plan, config, out=tmp_path / "run", epochs=2, collective_timeout=60, layers="torch"
+    )
+    assert json.loads((with_dgl.out / "run.json").read_text())["layers"] == "dgl"
+    assert json.loads((plain.out / "run.json").read_text())["layers"] == "torch"
+    ours = pd.read_csv(plain.out / "results.csv")["loss"].to_numpy()
+    dgls = pd.read_csv(with_dgl.out / "results.csv")["loss"].to_numpy()
+    assert np.allclose(ours, dgls, rtol=1e-5, atol=1e-6), (ours, dgls)
+
+
+def test_layer_choice_errors_are_one_line() -> None:
+    with pytest.raises(ConfigError, match="--layers dgl: DGL's PyPI wheel has no cuda kernels"):
+        layer_backend("dgl", "cuda")
+    with pytest.raises(ConfigError, match="--layers 'pyg': allowed auto, dgl, torch"):
+        layer_backend("pyg", "cpu")
+    assert layer_backend("auto", "cuda").name == "torch" and layer_backend("torch", "cpu").name == "torch"
 
 
 def test_trace_show_reads_the_real_trace(two_workers, capsys: pytest.CaptureFixture[str]) -> None:

@@ -72,6 +72,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-eval", action="store_true", help="skip the test accuracy evaluation after each epoch"
     )
     p.add_argument(
+        "--layers",
+        choices=("auto", "dgl", "torch"),
+        default="auto",
+        help="the layers that train: DGL's (dgl.nn on DGL blocks; its wheel runs on the CPU only) or the "
+        "plain-PyTorch twins that match them (any device); auto (default): DGL's where DGL runs",
+    )
+    p.add_argument(
         "--emulate-network",
         action="store_true",
         help="run every worker in its own network namespace, joined through a bridge by veth links "
@@ -132,6 +139,7 @@ def run_realrun(args: argparse.Namespace) -> int:
         port=args.port,
         emulate_network=args.emulate_network,
         link_bandwidth_bps=link_bandwidth,
+        layers=args.layers,
     )
     for line in phase_table(read_trace(summary.out / "trace.parquet")):
         print(line)
