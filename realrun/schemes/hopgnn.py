@@ -79,6 +79,10 @@ from workbench.strategies.execution.base import SchemeInputs, feature_reads
 from workbench.strategies.execution.hopgnn import HopGNNScheme
 from workbench.strategies.sampling.base import Minibatch
 
+# The plan parameters this executor follows, as model-centric's (realrun.schemes.model_centric):
+# an iteration's handover and reads start after the previous step; the store reads in stages.
+PLAN_PARAMS = model_centric.PLAN_PARAMS
+
 # Point-to-point tags of a migration (model d: MIGRATE_TAG + 3 d + part), apart from the
 # feature store's exchanges (tag 0) on the same group.
 MIGRATE_TAG = 1 << 12

@@ -8,6 +8,7 @@ sampled blocks, without the scheme's helpers, and compared with the plans.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -200,6 +201,32 @@ def test_pregathering_fetches_a_vertex_two_time_steps_need_once():
     # Each cell then copies its pre-gathered share from its own host: 1 + 1 + 2 + 2 rows.
     assert items(plan, "h2d") == items(build("hopgnn", inputs, minibatches="as-sampled", **MG), "h2d") + 6
     simulate(plan, inputs.cluster)
+
+
+@pytest.mark.parametrize("switches", [MG, PG, {}], ids=["MG", "MG+PG", "All"])
+def test_the_real_executors_order_changes_dependencies_not_bytes(switches):
+    """prefetch 0 and staged reads (what the real executor runs) move the same bytes; sampling then
+    waits for the previous step, and a cell's pre-gathered share waits for its near reads."""
+    example = running_example()
+    inputs = dataclasses.replace(example, epoch=example.epoch * 2)  # the example's iteration, twice
+    loose = build("hopgnn", inputs, minibatches="as-sampled", **switches)
+    strict = build("hopgnn", inputs, minibatches="as-sampled", prefetch=0, overlap_reads=False, **switches)
+    assert {t.id: (t.phase, t.bytes) for t in strict.tasks} == {t.id: (t.phase, t.bytes) for t in loose.tasks}
+    loose_deps = {t.id: set(t.deps) for t in loose.tasks}
+    deps = {t.id: set(t.deps) for t in strict.tasks}
+    for w in range(2):
+        assert f"i0.w{w}.update" in deps[f"i1.w{w}.sample"]
+        assert f"i0.w{w}.update" not in loose_deps[f"i1.w{w}.sample"]
+    shares = [tid for tid in deps if tid.endswith(".pregathered")]
+    assert bool(shares) == ("pregather" not in switches)
+    staged = 0
+    for tid in shares:
+        cell = tid.removesuffix(".pregathered")
+        near = {i for i in deps if i.startswith(cell + ".") and (".local." in i or ".host." in i)}
+        assert near <= deps[tid]  # staged: after the cell's cache and host reads
+        assert not near & loose_deps[tid]  # overlapped: beside them
+        staged += len(near)
+    assert staged or not shares
 
 
 def test_naive_feature_centric_carries_the_model_and_partials_instead_of_features():

@@ -66,6 +66,7 @@ from workbench.strategies.execution._micrographs import (
 )
 from workbench.strategies.execution.base import (
     ExecutionScheme,
+    Prefetch,
     SchemeInputs,
     add_feature_reads,
     add_forward_backward,
@@ -87,6 +88,8 @@ class HopGNNScheme(ExecutionScheme):
         "merge": "micrograph merging (All; needs micrographs): drop `merges` time steps per iteration",
         "merges": "time steps merged away per iteration when merging, 1..N-1 (N - 1: one step left)",
         "minibatches": MINIBATCHES_HELP,
+        "prefetch": ModelCentricScheme.HELP["prefetch"],
+        "overlap_reads": ModelCentricScheme.HELP["overlap_reads"],
     }
 
     def __init__(
@@ -96,6 +99,8 @@ class HopGNNScheme(ExecutionScheme):
         merge: bool = True,
         merges: int = 1,
         minibatches: str = "global",
+        prefetch: int = 1,
+        overlap_reads: bool = True,
     ) -> None:
         if not micrographs and (pregather or merge):
             on = " and ".join(n for n, v in (("pregather", pregather), ("merge", merge)) if v)
@@ -110,6 +115,10 @@ class HopGNNScheme(ExecutionScheme):
         self.merge = merge
         self.merges = merges
         self.minibatches = check_minibatches(minibatches, "hopgnn")
+        if prefetch < 0:
+            raise ConfigError(f"execution strategy 'hopgnn': prefetch must be >= 0, got {prefetch}")
+        self.prefetch = prefetch
+        self.overlap_reads = overlap_reads
 
     def switches(self) -> dict[str, object]:
         return {
@@ -130,7 +139,7 @@ class HopGNNScheme(ExecutionScheme):
 
     def build(self, inputs: SchemeInputs) -> Plan:
         if not self.micrographs:
-            plan = ModelCentricScheme().build(inputs)
+            plan = ModelCentricScheme(self.prefetch, self.overlap_reads).build(inputs)
             plan.meta.update(scheme="hopgnn", **self.switches())
             return plan
         n = inputs.num_workers
@@ -139,13 +148,20 @@ class HopGNNScheme(ExecutionScheme):
                 f"execution strategy 'hopgnn': merges={self.merges}, but {n} workers train in {n} time "
                 f"steps, so at most {n - 1} can be merged away; give fewer merges or merge = false"
             )
-        plan = self.empty_plan(inputs, **self.switches())
+        plan = self.empty_plan(
+            inputs, **self.switches(), prefetch=self.prefetch, overlap_reads=self.overlap_reads
+        )
         add_resident_state(plan, inputs)
+        ahead = Prefetch(self.prefetch)
         steps: list[str] = []
         for it, row in enumerate(inputs.epoch):
-            samples = [add_sampling(plan, inputs, w, it, mb, f"i{it}.w{w}") for w, mb in enumerate(row)]
+            samples = [
+                add_sampling(plan, inputs, w, it, mb, f"i{it}.w{w}", ahead) for w, mb in enumerate(row)
+            ]
             kept, cells = self.schedule(inputs, it)
-            steps = _Iteration(plan, inputs, it, samples, steps, self.pregather).run(kept, cells)
+            iteration = _Iteration(plan, inputs, it, samples, steps, self.pregather, self.overlap_reads)
+            steps = iteration.run(kept, cells)
+            ahead.record(steps)
         return plan
 
 
@@ -160,6 +176,7 @@ class _Iteration:
         samples: list[str],
         previous_steps: list[str],
         pregather: bool,
+        overlap_reads: bool = True,
     ) -> None:
         self.plan, self.inputs, self.it, self.samples = plan, inputs, it, samples
         self.previous_steps = previous_steps
@@ -171,6 +188,7 @@ class _Iteration:
         self.arrivals: list[list[str]] = [[] for _ in range(n)]
         self.last_cell: dict[int, str] = {}  # per server, the final task of the cell it ran last
         self.pregather = pregather
+        self.overlap_reads = overlap_reads
         self.pregathered: dict[int, list[tuple[str, str]]] = {}  # per server, (task, tensor) per source
 
     def run(self, kept: list[int], cells: list[list[Micrographs]]) -> list[str]:
@@ -244,17 +262,22 @@ class _Iteration:
             near = [r.vertices for r in reads if r.kind != "remote"]
             far = sum(r.count for r in reads if r.kind == "remote")
             near_vertices = np.concatenate(near) if near else np.zeros(0, dtype=np.int64)
-            ids, gathered = add_feature_reads(plan, inputs, s, it, near_vertices, read_deps, prefix)
+            ids, gathered = add_feature_reads(
+                plan, inputs, s, it, near_vertices, read_deps, prefix, self.overlap_reads
+            )
             fetched = self.pregathered.get(s, [])
             if far:
                 tid = f"{prefix}.pregathered"
+                after = (
+                    read_deps if self.overlap_reads or not ids else list(ids)
+                )  # staged: after the near reads
                 plan.transfer(
                     tid,
                     inputs.host_of_worker(s),
                     inputs.workers[s],
                     far * inputs.feature_bytes,
                     "h2d",
-                    read_deps + [task for task, _ in fetched],
+                    after + [task for task, _ in fetched],
                     worker=s,
                     iteration=it,
                     items=far,
@@ -265,7 +288,9 @@ class _Iteration:
                 ids.extend(task for task, _ in fetched)
                 frees.extend(tensor for _, tensor in fetched)
         else:
-            ids, gathered = add_feature_reads(plan, inputs, s, it, mg.input_nodes, read_deps, prefix)
+            ids, gathered = add_feature_reads(
+                plan, inputs, s, it, mg.input_nodes, read_deps, prefix, self.overlap_reads
+            )
         ready = list(dict.fromkeys([*(ids or read_deps), *self.model_ready[d], *previous]))
         last = add_forward_backward(plan, inputs, s, it, mg.sizes, ready, prefix, frees=gathered + frees)
         self.last_cell[s] = last
