@@ -86,7 +86,7 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         "Fidelity: the calibrated simulator against real runs on this machine",
         "Published calibrated simulators of distributed training report 3-9% average error; the workbench "
         f"asks for a held-out epoch error within {TARGET_MEDIAN:.0%} in median and {TARGET_WORST:.0%} at worst. "
-        f"{summary['configurations']} held-out model-centric configurations on CPU worker processes "
+        f"{summary['configurations']} held-out configurations of model-centric and hopgnn on CPU worker processes "
         "(gloo over loopback), calibrated on the other half of the grid.",
     )
     page.add(
@@ -94,7 +94,13 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         f"Target: median |error| <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}. Workbench: median "
         f"{median:.1%}, worst {worst:.1%}, mean signed {summary['epoch_mean_error']:+.1%}, against the "
         f"measurement's own run-to-run spread of {summary['epoch_median_spread']:.1%} (median) "
-        f"({'target met' if holds else 'target NOT met'}). Ranking: of {rank['pairs']} pairs of held-out "
+        f"({'target met' if holds else 'target NOT met'}). "
+        + "".join(
+            f"{name}: median {v['median_abs_error']:.1%}, worst {v['worst_abs_error']:.1%}, mean signed "
+            f"{v['mean_error']:+.1%}. "
+            for name, v in summary.get("schemes", {}).items()
+        )
+        + f"Ranking: of {rank['pairs']} pairs of held-out "
         f"configurations, {rank['within_noise']} differ by less than their measured spread and "
         f"{rank['discordant']} of the others are ordered differently by the simulator. "
         + (

@@ -528,15 +528,15 @@ def test_fidelity_grid_holds_every_level_out_and_in():
     from workbench.cli.fidelity import grid
 
     points = grid([2, 4], quick=False)
-    assert len(points) == 16 and sum(p.held_out for p in points) == 8
-    for attr in ("partition", "placement", "fanouts", "workers"):
+    assert len(points) == 32 and sum(p.held_out for p in points) == 16
+    for attr in ("scheme", "partition", "placement", "fanouts", "workers"):
         for level in {getattr(p, attr) for p in points}:
             assert {p.held_out for p in points if getattr(p, attr) == level} == {True, False}, (attr, level)
 
 
 @pytest.mark.slow
 def test_gnnwb_fidelity_end_to_end(tmp_path, capsys):
-    """Two real configurations per half, two runs each, on a small graph (about a minute)."""
+    """Four real configurations per half (two schemes), two runs each, on a small graph (about two minutes)."""
     argv = ["fidelity", "--out", str(tmp_path), "--quick", "--workers", "2", "--repeats", "2"]
     argv += ["--iterations", "3", "--batch", "32", "--graph", "sbm:n=2000,blocks=4,deg=6,feat=16"]
     code, text, err = run_cli(argv, capsys)
@@ -544,8 +544,16 @@ def test_gnnwb_fidelity_end_to_end(tmp_path, capsys):
     for name in ("table.csv", "summary.json", "report.md", "scatter.png", "phase_errors.png", "profile.toml"):
         assert (tmp_path / name).exists(), name
     table = pd.read_csv(tmp_path / "table.csv")
-    assert set(table["config"]) == {"mc-random-none-f10-10-w2", "mc-metis-none-f5-5-w2"}  # the held-out half
+    held_out = {
+        "mc-random-none-f10-10-w2",
+        "mc-metis-none-f5-5-w2",
+        "hop-random-none-f5-5-w2",
+        "hop-metis-none-f10-10-w2",
+    }
+    assert set(table["config"]) == held_out
     assert {"epoch", "forward", "backward", "allreduce"} <= set(table["quantity"])
     profile = load_profile(tmp_path / "profile.toml")
     calibrated_on = {p.split("/runs/")[1].split("/")[0] for p in profile.data["provenance"]["traces"]}
-    assert calibrated_on == {"mc-random-none-f5-5-w2", "mc-metis-none-f10-10-w2"}  # never the held-out ones
+    assert calibrated_on == {  # never the held-out ones
+        "mc-random-none-f5-5-w2", "mc-metis-none-f10-10-w2", "hop-random-none-f10-10-w2", "hop-metis-none-f5-5-w2"
+    }  # fmt: skip

@@ -1,6 +1,8 @@
 """``gnnwb fidelity``: run configurations for real, calibrate on half, predict the other half.
 
-The grid is model-centric over partitions x placements x fanouts x worker counts, on CPU
+The grid is the schemes that run for real (model-centric, and hopgnn with all three switches
+and ``minibatches = "as-sampled"``; both with globally random minibatches, the HopGNN paper's
+setup) over partitions x placements x fanouts x worker counts, on CPU
 worker processes of this machine (default 2 workers: more than the machine has cores
 time-share them, which the simulator does not model). Every configuration runs
 ``--repeats`` times for ``--epochs`` epochs (the last one, warm, is the one measured). The
@@ -38,6 +40,11 @@ from typing import Any
 
 from workbench.errors import ConfigError
 
+SCHEMES = ("model-centric", "hopgnn")
+# hopgnn's extra table: HopGNN's model d trains worker d's minibatch, cut into micrographs at the
+# roots' home servers (the paper's setup, with globally random minibatches for both schemes).
+SCHEME_TABLE = {"model-centric": "", "hopgnn": 'minibatches = "as-sampled"\n'}
+SHORT = {"model-centric": "mc", "hopgnn": "hop"}
 PARTITIONS = ("random", "metis")
 PLACEMENTS = ("none", "degree")
 FANOUTS = ((5, 5), (10, 10))
@@ -61,6 +68,7 @@ num_layers = 2
 batch_size = {batch}
 iterations = {iterations}
 workers = {workers}
+seeds = "global"
 
 [cache]
 capacity = "20%"
@@ -73,12 +81,13 @@ name = "neighbor"
 fanouts = [{fanouts}]
 
 [execution]
-name = "model-centric"
-"""
+name = "{scheme}"
+{scheme_table}"""
 
 
 @dataclass(frozen=True)
 class Point:
+    scheme: str
     partition: str
     placement: str
     fanouts: tuple[int, ...]
@@ -88,11 +97,11 @@ class Point:
     @property
     def name(self) -> str:
         f = "-".join(map(str, self.fanouts))
-        return f"mc-{self.partition}-{self.placement}-f{f}-w{self.workers}"
+        return f"{SHORT[self.scheme]}-{self.partition}-{self.placement}-f{f}-w{self.workers}"
 
     def info(self) -> dict[str, Any]:
         return {
-            "scheme": "model-centric",
+            "scheme": self.scheme,
             "partition": self.partition,
             "placement": self.placement,
             "fanouts": "-".join(map(str, self.fanouts)),
@@ -104,10 +113,14 @@ def grid(workers: list[int], quick: bool) -> list[Point]:
     """Every combination; held out where the levels' indices sum to an odd number (a checkerboard)."""
     placements = PLACEMENTS[:1] if quick else PLACEMENTS
     out = []
-    for (i, w), (j, part), (k, place), (m, fan) in itertools.product(
-        enumerate(workers), enumerate(PARTITIONS), enumerate(placements), enumerate(FANOUTS)
+    for (h, scheme), (i, w), (j, part), (k, place), (m, fan) in itertools.product(
+        enumerate(SCHEMES),
+        enumerate(workers),
+        enumerate(PARTITIONS),
+        enumerate(placements),
+        enumerate(FANOUTS),
     ):
-        out.append(Point(part, place, fan, w, bool((i + j + k + m) % 2)))
+        out.append(Point(scheme, part, place, fan, w, bool((h + i + j + k + m) % 2)))
     return out
 
 
@@ -145,7 +158,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "fidelity",
         help="run a grid of configurations for real, calibrate on half, and score the simulator on the rest",
-        description="Run model-centric configurations (partitions x placements x fanouts x worker counts) "
+        description="Run configurations (model-centric and hopgnn x partitions x placements x fanouts x worker counts) "
         "for real on CPU worker processes, several times each; calibrate on one half (a checkerboard over "
         "the grid) and simulate the other; tabulate per phase and per epoch predicted against measured "
         "with relative errors beside the measurement's run-to-run spread; plot both.",
@@ -241,6 +254,8 @@ def fidelity(opts: FidelityOptions) -> dict[str, Any]:
                 partition=point.partition,
                 placement=placement,
                 fanouts=", ".join(map(str, point.fanouts)),
+                scheme=point.scheme,
+                scheme_table=SCHEME_TABLE[point.scheme],
             )
         )
         runs[point.name] = []
@@ -385,6 +400,7 @@ def _score(
         "load_max": max((max(x["load_before"], x["load_after"]) for x in loads), default=None),
     }
     summary["calibration"] = {"profile": str(profile_path), "traces": len(sources)}
+    summary["schemes"] = per_scheme(table)
     table.to_csv(out / "table.csv", index=False)
     summary["images"] = [p.name for p in plot(table, summary, out)]
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -392,17 +408,36 @@ def _score(
     return summary
 
 
+def per_scheme(table: Any) -> dict[str, dict[str, float]]:
+    """Held-out epoch errors of each scheme: median and worst |error|, mean signed error."""
+    epoch = table[table["quantity"] == "epoch"]
+    return {
+        str(name): {
+            "median_abs_error": float(g["error"].abs().median()),
+            "worst_abs_error": float(g["error"].abs().max()),
+            "mean_error": float(g["error"].mean()),
+        }
+        for name, g in epoch.groupby("scheme", sort=False)
+    }
+
+
 def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
     epoch = table[table["quantity"] == "epoch"]
     lines = [
         "# Fidelity: simulated vs measured on held-out configurations",
         "",
-        f"model-centric on CPU worker processes, {opts.repeats} runs per configuration, epoch {opts.epochs - 1} "
+        f"model-centric and hopgnn on CPU worker processes, {opts.repeats} runs per configuration, epoch {opts.epochs - 1} "
         f"measured; {summary['configurations']} held-out configurations.",
         "",
         f"Epoch time: median |error| {summary['epoch_median_abs_error']:.1%}, worst {summary['epoch_worst_abs_error']:.1%}, "
         f"mean signed {summary['epoch_mean_error']:+.1%}; the measurement's own run-to-run spread (median) "
-        f"{summary['epoch_median_spread']:.1%}.",
+        f"{summary['epoch_median_spread']:.1%}. By scheme: "
+        + "; ".join(
+            f"{name} median {v['median_abs_error']:.1%}, worst {v['worst_abs_error']:.1%}, "
+            f"mean signed {v['mean_error']:+.1%}"
+            for name, v in summary["schemes"].items()
+        )
+        + ".",
         "",
         "| configuration | measured (ms) | spread | simulated (ms) | error |",
         "| --- | ---: | ---: | ---: | ---: |",
