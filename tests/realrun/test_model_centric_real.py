@@ -140,8 +140,9 @@ def test_trace_rows_are_the_plans_tasks(two_workers) -> None:
             assert row.worker == prepared.inputs.workers.index(row.device)
             assert row.buffer_bytes == task.bytes
     assert (trace["start"] >= trace["ready"]).all() and (trace["end"] >= trace["start"]).all()
-    # Epoch 1 starts after epoch 0 ended: one timeline.
-    assert trace[trace["epoch"] == 1]["start"].min() >= trace[trace["epoch"] == 0]["end"].max() - 1e-3
+    # Epoch 1 starts after epoch 0 ended: one timeline. Each worker's clock starts as the first
+    # barrier releases it, and a loaded machine releases them some milliseconds apart.
+    assert trace[trace["epoch"] == 1]["start"].min() >= trace[trace["epoch"] == 0]["end"].max() - 10e-3
 
 
 def test_results_have_time_loss_and_accuracy(two_workers) -> None:
