@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -162,6 +164,10 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+class PointWorkerDied(WorkbenchError):
+    """A process running points ended abruptly (killed, out of memory, a crash in native code)."""
+
+
 # ---- a study ---------------------------------------------------------------------------------
 @dataclass
 class StudyRun:
@@ -220,6 +226,12 @@ def run_study(
             store_result(folder, point, result)
             results[point.key] = result
             bar.step()
+    except PointWorkerDied as exc:
+        raise WorkbenchError(
+            f"study {study.name}: a worker process died while running points ({exc}); the "
+            f"{len(results)} finished points are stored: run it again to resume (--jobs 1 runs "
+            "points here, one at a time)"
+        ) from None
     finally:
         bar.close()
     # Each row carries its own point's grid labels (a configuration shared by two points of the
@@ -235,10 +247,18 @@ def _local_executor(jobs: int | None) -> Callable[[list[Point]], Iterable[tuple[
             for point in points:
                 yield point, run_point(point)
             return
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        # Workers come from a fork server, a fresh process: forking this one, which may already
+        # run OpenMP or torch threads (a real-run study, calibration), is unsafe and kills them.
+        context = multiprocessing.get_context(
+            "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        )
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = {pool.submit(run_point, p): p for p in points}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
+            try:
+                for future in as_completed(futures):
+                    yield futures[future], future.result()
+            except BrokenProcessPool as exc:
+                raise PointWorkerDied(str(exc)) from None
 
     return run
 
