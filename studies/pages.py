@@ -64,6 +64,9 @@ def rebuild(reports: Path) -> Path:
             points = study.points(full)
             rows = [load_result(folder, p) for p in points]
             if all(r is not None for r in rows):
-                write_study_page(StudyRun(study, pd.DataFrame(rows), 0, len(rows), folder))
+                # Each row with its own point's labels, as run_study gives them: a configuration
+                # shared by two points of the grid is stored once, under the first one's labels.
+                table = pd.DataFrame([{**r, **p.label} for r, p in zip(rows, points, strict=True)])  # type: ignore[dict-item]
+                write_study_page(StudyRun(study, table, 0, len(rows), folder))
                 break
     return update_index(reports)

@@ -128,23 +128,29 @@ def test_gnnwb_report_rebuilds_pages_from_stored_results(tmp_path, monkeypatch):
     from studies import runner
     from workbench.cli.main import main
 
-    study = tiny_study(2)
-    pages = []
+    pages: list[int] = []
+    labels: list[list[int]] = []
 
     def analyze(results, folder: Path):
         from studies.report import ReportPage
 
         pages.append(len(results))
+        labels.append(list(results["workers"]))
         page = ReportPage("Tiny", "a tiny study")
         page.add("Results", table=results[["workers", "epoch_s"]])
         return page
 
-    study = Study("tiny", "Tiny study", "none", "nothing", study.points, analyze)
+    def points(full: bool) -> list[Point]:
+        # The second point is the first's configuration under another label (a baseline in two plots).
+        return [*tiny_study(2).points(full), Point("tiny", {"workers": 9}, tiny_config(1))]
+
+    study = Study("tiny", "Tiny study", "none", "nothing", points, analyze)
     monkeypatch.setattr(runner, "STUDIES", {"tiny": study})
     monkeypatch.setattr(runner, "load_studies", lambda: {"tiny": study})
     run_study(study, reports=tmp_path, jobs=1, progress=False)
     assert main(["report", "--reports", str(tmp_path)]) == 0
-    assert pages == [2]
+    assert pages == [3]
+    assert labels == [[1, 2, 9]]  # the shared configuration's row under each point's label
     index = (tmp_path / "index.html").read_text()
     assert "studies/tiny/index.html" in index and "Tiny study" in index
     assert "<table" in (tmp_path / "studies" / "tiny" / "index.html").read_text()
