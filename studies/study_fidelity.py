@@ -110,16 +110,8 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
                 f"{r['share of measured busy time']:.0%} of busy time)"
                 for r in misses.to_dict("records")
             )
-            + "."
-            + (
-                " Where gather_remote and allreduce miss in opposite directions: the real feature store's "
-                "exchange takes three message rounds (request counts, ids, rows) and serves the peer's "
-                "request on the same CPU, which the plan models as one transfer, so calibration puts that "
-                "protocol into the network's latency, which then also slows the simulated all-reduce "
-                "(one round per ring step)."
-                if _opposite(misses, "gather_remote", "allreduce")
-                else ""
-            )
+            + ". "
+            + " ".join(WHY[r["phase"]] for r in misses.to_dict("records") if r["phase"] in WHY)
             if len(misses)
             else "Every phase's error is within its run-to-run spread."
         ),
@@ -147,14 +139,25 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
     return page
 
 
+# What the simulator's model of a phase leaves out of the real executor, as far as the traces
+# show (the closing note of the calibration issue has the measurements behind each).
+WHY = {
+    "gather_remote": "gather_remote: the real feature store's exchange takes three message rounds "
+    "(request counts, ids, rows) and serves the peer's request on the same CPU; the plan models one "
+    "transfer, so calibration folds that protocol into the network's latency and bandwidth.",
+    "allreduce": "allreduce: the simulated ring all-reduce pays that fitted network latency on each "
+    "step, while gloo's all-reduce of a small model is one quick round over loopback; the all-reduce "
+    "rows alone (one buffer size) cannot tell latency from bandwidth, so they are not fitted on their own.",
+    "sample": "sample: a real run's sample rows time the handover of minibatches sampled before the run; "
+    "hopgnn's handover also cuts each cell's micrographs, which the plan's sample task (a minibatch's "
+    "sampled edges) does not count.",
+    "h2d": "h2d: hopgnn's pre-gathered share is looked up by index in a host buffer before it is "
+    "copied, CPU work the plan counts as a plain copy.",
+}
+
+
 def _percent(x: float) -> str:
     return f"{x:+.1%}" if x == x else "n/a"
-
-
-def _opposite(misses: pd.DataFrame, a: str, b: str) -> bool:
-    """Whether phases ``a`` and ``b`` both miss, ``a`` under and ``b`` over."""
-    sign = dict(zip(misses["phase"], misses["mean signed error"], strict=True))
-    return a in sign and b in sign and sign[a] < 0 < sign[b]
 
 
 register_study(
