@@ -53,6 +53,13 @@ now trains with DGL's layers on the CPU):
   (A - C) / C **+9.0%** / +8.8%: above 5%. The overhead per iteration is about the same as
   with two workers (0.6-0.9 ms), but one worker's iteration is half as long.
 
+After timing backward by hooks in one pass (``backward_by_layer``, instead of one
+``backward`` call per layer on detached inputs) and skipping the read split when a worker
+has one source, same machine, quiet: 2 workers +4.1% / +5.0% (21 rounds); 1 worker +8.2% /
++6.6% (31 rounds), still above 5%. The same two loops run in one process (no worker
+processes, 5 epochs each after a warm-up) differ by +0.6% (340 vs 338 ms), so what is left
+for one worker is not in the worker loop's own code as far as cProfile shows; not found.
+
 Earlier figures on a loaded machine (plain-PyTorch layers in (A)): +3.4% (2 workers) and
 +6.7% (1 worker) against (B).
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,3 +220,46 @@ def make_optimizer(name: str, params: Any, lr: float) -> torch.optim.Optimizer:
     if name == "momentum":
         return torch.optim.SGD(params, lr=lr, momentum=0.9)
     return torch.optim.SGD(params, lr=lr)
+
+
+def backward_by_layer(
+    ctx: WorkerContext,
+    loss: torch.Tensor,
+    inputs: list[torch.Tensor],
+    prefix: str,
+    iteration: int,
+    finish: Callable[[], None] | None = None,
+) -> None:
+    """One backward pass from ``loss`` through the layers whose inputs are ``inputs`` (layer 0
+    first), each layer's share recorded as plan task ``{prefix}.bwd{l}``.
+
+    A hook on each later layer's input notes when its gradient is complete, which is when
+    that layer's backward is done and the one below starts (the clock synchronises the
+    device first on a GPU, so the note is when the work finished). ``finish`` runs at the
+    end of layer 0's share (hopgnn adds the gradient to its model's accumulator there).
+    """
+    stamps: dict[int, float] = {}
+
+    def note(layer: int) -> Callable[[torch.Tensor], None]:
+        def hook(_grad: torch.Tensor) -> None:
+            stamps[layer] = ctx.now()
+
+        return hook
+
+    handles = [h.register_hook(note(layer)) for layer, h in enumerate(inputs) if layer and h.requires_grad]
+    ctx.status.phase("backward", iteration)
+    start = ctx.now()
+    try:
+        loss.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    if finish is not None:
+        finish()
+    end = ctx.now()
+    top = len(inputs) - 1
+    begin = start
+    for layer in range(top, -1, -1):
+        done = stamps.get(layer, begin) if layer else end
+        ctx.row(f"{prefix}.bwd{layer}", "backward", begin, done)
+        begin = done

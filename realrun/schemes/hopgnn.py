@@ -71,7 +71,7 @@ from torch.nn import functional as F
 from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock
 from realrun.schemes import model_centric
-from realrun.schemes.base import WorkerContext
+from realrun.schemes.base import WorkerContext, backward_by_layer
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.run import strategy_config
 from workbench.strategies.execution._micrographs import _edges_into, distinct, merge_time_steps, model_roots
@@ -407,35 +407,30 @@ def train_cell(
     for p in params:
         p.grad = None
     ins: list[torch.Tensor] = []
-    outs: list[torch.Tensor] = []
     loss = torch.zeros(())
     scaled = torch.zeros(())
     correct = 0
+    h = x
     for layer in range(num_layers):
         ctx.status.phase("forward", it)
         start = ctx.now()
-        h = x.index_select(0, cell.input_index) if layer == 0 else outs[-1].detach().requires_grad_()
-        out = model.layer_forward(layer, cell.blocks[layer], h, blocks[layer].edge_weight)
+        if layer == 0:  # the cell's sources in its own order
+            h = x.index_select(0, cell.input_index)
+        ins.append(h)
+        h = model.layer_forward(layer, cell.blocks[layer], h, blocks[layer].edge_weight)
         if layer == num_layers - 1:
-            loss = F.cross_entropy(out, cell.labels, reduction="sum")
+            loss = F.cross_entropy(h, cell.labels, reduction="sum")
             # The model's minibatch is all its roots of the iteration, over all its cells.
             scaled = loss / model_roots
-            correct = int((out.argmax(dim=1) == cell.labels).sum())
-        ins.append(h)
-        outs.append(out)
+            correct = int((h.argmax(dim=1) == cell.labels).sum())
         ctx.row(f"{prefix}.fwd{layer}", "forward", start, ctx.now())
-    for layer in reversed(range(num_layers)):
-        ctx.status.phase("backward", it)
-        start = ctx.now()
-        if layer == num_layers - 1:
-            scaled.backward()
-        else:
-            outs[layer].backward(ins[layer + 1].grad)
-        if layer == 0:  # accumulate: the model's gradient over its cells so far
-            grads += torch.cat(
-                [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params]
-            )
-        ctx.row(f"{prefix}.bwd{layer}", "backward", start, ctx.now())
+
+    def accumulate() -> None:  # the model's gradient over its cells so far
+        grads.add_(
+            torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        )
+
+    backward_by_layer(ctx, scaled, ins, prefix, it, finish=accumulate)
     return float(loss.detach()), correct
 
 

@@ -11,11 +11,11 @@ built from the run's seed). Per iteration ``i``, worker ``w``:
 2. gathers the input features through the feature store: its GPU cache
    (``gather_local``), its host memory (``h2d``), a peer GPU's cache (``d2d``) and
    the other machines' host memory (``gather_remote``, real point-to-point);
-3. runs forward then backward layer by layer (DGL's layers where DGL runs, on the CPU;
-   the plain-PyTorch twins elsewhere: ``gnnwb realrun --layers``), each layer timed on its own: layer
-   ``l``'s input is the previous layer's output detached, so its backward is one
-   ``backward`` call that ends with the gradient of that input, which the previous
-   layer's backward then starts from (the loss is computed in the last layer's forward);
+3. runs forward layer by layer (DGL's layers where DGL runs, on the CPU; the
+   plain-PyTorch twins elsewhere: ``gnnwb realrun --layers``), each layer timed on its
+   own, then one backward pass whose layers are timed by hooks on their inputs
+   (:func:`realrun.schemes.base.backward_by_layer`; the loss is computed in the last
+   layer's forward);
 4. all-reduces the flattened gradients (``torch.distributed.all_reduce``, sum, then
    divided by the workers) and steps the optimizer the configuration names.
 
@@ -33,7 +33,7 @@ from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock, edge_weight
-from realrun.schemes.base import WorkerContext, make_optimizer
+from realrun.schemes.base import WorkerContext, backward_by_layer, make_optimizer
 
 # The plan parameters this executor follows: it samples (hands over) and gathers an
 # iteration's minibatch only after the previous iteration's optimizer step (no loader
@@ -89,28 +89,19 @@ def iteration(ctx: WorkerContext, epoch: int, it: int) -> tuple[float, int, int]
         ctx.row(read.task, read.phase, read.start, read.end, read.nbytes)
 
     ins: list[torch.Tensor] = []
-    outs: list[torch.Tensor] = []
     loss = torch.zeros(())
     correct = 0
+    h = x
     for layer in range(num_layers):
         ctx.status.phase("forward", it)
         start = ctx.now()
-        h = x if layer == 0 else outs[-1].detach().requires_grad_()
-        out = model.layer_forward(layer, blocks[layer], h, weights[layer])
-        if layer == num_layers - 1:
-            loss = F.cross_entropy(out, labels)
-            correct = int((out.argmax(dim=1) == labels).sum())
         ins.append(h)
-        outs.append(out)
-        ctx.row(f"{prefix}.fwd{layer}", "forward", start, ctx.now())
-    for layer in reversed(range(num_layers)):
-        ctx.status.phase("backward", it)
-        start = ctx.now()
+        h = model.layer_forward(layer, blocks[layer], h, weights[layer])
         if layer == num_layers - 1:
-            loss.backward()
-        else:
-            outs[layer].backward(ins[layer + 1].grad)
-        ctx.row(f"{prefix}.bwd{layer}", "backward", start, ctx.now())
+            loss = F.cross_entropy(h, labels)
+            correct = int((h.argmax(dim=1) == labels).sum())
+        ctx.row(f"{prefix}.fwd{layer}", "forward", start, ctx.now())
+    backward_by_layer(ctx, loss, ins, prefix, it)
 
     params = ctx.state["params"]
     ctx.status.phase("allreduce", it)

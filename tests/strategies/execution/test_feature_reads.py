@@ -59,3 +59,20 @@ def test_every_vertex_is_read_from_where_the_rule_says_in_request_order():
             assert stage == sorted(stage)
             hosts = [r.source for r in reads if r.kind in ("host", "remote")]
             assert hosts == sorted(hosts, key=[m.host_node for m in inputs.cluster.machines].index)
+
+
+def test_one_machine_without_a_cache_reads_everything_from_its_host_in_request_order():
+    graph = load_dataset("er:n=400,deg=4")
+    cluster = load_hardware("v100x8-nvswitch")
+    workers = cluster.gpu_nodes()[:2]
+    owner = np.random.default_rng(0).integers(0, 2, graph.num_nodes).astype(np.int64)
+    model = build_model("sage", graph.feat_dim, graph.num_classes, hidden=8, num_layers=2)
+    inputs = SchemeInputs(
+        graph, cluster, model, workers, PartitionResult(graph, owner, 2), [], graph.feat_dim * 4
+    )
+    request = np.random.default_rng(1).permutation(graph.num_nodes)[:50]
+    for w in range(2):
+        (read,) = feature_reads(inputs, w, request)
+        assert (read.kind, read.source) == ("host", cluster.machines[0].host_node)
+        assert np.array_equal(read.vertices, request)
+    assert feature_reads(inputs, 0, np.zeros(0, dtype=np.int64)) == []

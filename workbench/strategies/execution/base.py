@@ -146,6 +146,15 @@ class SchemeInputs:
             out.append((codes, sources))
         return out
 
+    @cached_property
+    def single_source(self) -> list[int | None]:
+        """Per worker, the one source code of every vertex when there is only one, else None."""
+        out: list[int | None] = []
+        for codes, _ in self.read_sources:
+            first = int(codes[0]) if codes.size else 0
+            out.append(first if not codes.size or bool((codes == first).all()) else None)
+        return out
+
 
 @dataclass(frozen=True)
 class FeatureRead:
@@ -173,6 +182,10 @@ def feature_reads(inputs: SchemeInputs, w: int, vertices: np.ndarray) -> list[Fe
     """
     vertices = np.asarray(vertices, dtype=np.int64)
     codes, sources = inputs.read_sources[w]
+    only = inputs.single_source[w]
+    if only is not None:  # every vertex has one source (one machine, no cache): nothing to split
+        kind, node = sources[only]
+        return [FeatureRead(kind, node, vertices)] if vertices.size else []
     code = codes[vertices]
     # One gather and a stable (radix) sort of small codes split the request, in its own order
     # within each source: a mask per source costs several passes over it.
