@@ -557,3 +557,21 @@ def test_gnnwb_fidelity_end_to_end(tmp_path, capsys):
     assert calibrated_on == {  # never the held-out ones
         "mc-random-none-f5-5-w2", "mc-metis-none-f10-10-w2", "hop-random-none-f10-10-w2", "hop-metis-none-f5-5-w2"
     }  # fmt: skip
+
+
+def test_relative_fit_of_noisy_rows_finds_the_mean_time_not_a_low_one():
+    """Times with multiplicative noise (log-spread 0.45, mean 1, as a real run's exchanges show):
+    weighting rows by their own measured time would fit about exp(-2 * 0.45**2) = 0.67 of the
+    mean; weighting by the fit's prediction finds the mean (2,000 rows: its standard error is
+    about 1%, so 4% is well outside chance)."""
+    from sim.calibrate.regress import relative_nnls
+
+    rng = np.random.default_rng(7)
+    nbytes = rng.choice([1e5, 1e6, 4e6], size=2000)
+    latency, per_byte = 1e-3, 1e-9
+    sigma = 0.45
+    noise = np.exp(rng.normal(-(sigma**2) / 2, sigma, size=nbytes.shape))
+    y = (latency + per_byte * nbytes) * noise
+    fit = relative_nnls(np.stack([np.ones_like(nbytes), nbytes], axis=1), y)
+    assert fit.coef[0] == pytest.approx(latency, rel=0.04)
+    assert fit.coef[1] == pytest.approx(per_byte, rel=0.04)
