@@ -17,6 +17,12 @@ saves them with :meth:`LinearCostModel.to_json`.
 A task whose features include ``seconds`` takes exactly that long; the model is not
 consulted (hand-written plans and analytic tests use this).
 
+``transfer_overhead`` (phase -> seconds, default none) is the host's fixed work before a
+transfer of that phase moves any byte: a real feature store's exchange first sends
+request counts and ids and gathers the rows it serves, which a link's latency does not
+describe. Calibration fits it for the exchange phases (:mod:`sim.calibrate.links`); the
+simulator waits it out before the transfer's first leg.
+
 Defaults (why):
 
 * GPU: 5 us per kernel launch; sparse GNN kernels reach about half of peak FLOP/s
@@ -41,7 +47,7 @@ import numpy as np
 
 from workbench.errors import ConfigError
 from workbench.hardware.spec import ClusterSpec
-from workbench.plan import Task
+from workbench.plan import PHASES, Task
 
 CPU_CORE_FLOPS = 50e9
 _FEATURES = ("flops", "bytes", "edges", "vertices")  # peak FLOP/s that ``per_flop`` scales for host compute
@@ -77,6 +83,7 @@ class LinearCostModel:
         default_factory=lambda: {"default": DEFAULT_GPU, "cpu": DEFAULT_CPU}
     )
     provenance: str = "defaults (sim/costmodel.py)"
+    transfer_overhead: dict[str, float] = field(default_factory=dict)  # phase -> seconds (module docstring)
     # Per cluster (by identity, holding it so the id stays unique), per device:
     # the coefficients, peak FLOP/s and memory bandwidth that apply.
     _devices: dict[int, tuple[ClusterSpec, dict[str, tuple[LinearCoefficients, float, float]]]] = field(
@@ -170,11 +177,14 @@ class LinearCostModel:
 
     # ---- files -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": "linear",
             "provenance": self.provenance,
             "coefficients": {k: asdict(v) for k, v in self.coefficients.items()},
         }
+        if self.transfer_overhead:
+            out["transfer_overhead"] = dict(self.transfer_overhead)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<cost model>") -> LinearCostModel:
@@ -195,7 +205,8 @@ class LinearCostModel:
                 raise ConfigError(f"{source}: coefficients.{model} must be numbers") from None
         if not coefficients:
             raise ConfigError(f"{source}: no coefficients")
-        return cls(coefficients, str(data.get("provenance", source)))
+        overhead = parse_transfer_overhead(data.get("transfer_overhead", {}), source)
+        return cls(coefficients, str(data.get("provenance", source)), overhead)
 
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=1, sort_keys=True)
@@ -215,3 +226,19 @@ class LinearCostModel:
             return cls.from_dict(json.loads(str(text_or_path)))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"cost model: not valid JSON: {exc}") from None
+
+
+def parse_transfer_overhead(raw: Any, source: str) -> dict[str, float]:
+    """``transfer_overhead`` of a cost model file: phase -> non-negative seconds."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: transfer_overhead must be a table of phase = seconds")
+    out = {}
+    for phase, value in raw.items():
+        if phase not in PHASES:
+            raise ConfigError(
+                f"{source}: transfer_overhead.{phase}: unknown phase; allowed: {', '.join(PHASES)}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise ConfigError(f"{source}: transfer_overhead.{phase} must be seconds >= 0, got {value!r}")
+        out[str(phase)] = float(value)
+    return out

@@ -225,6 +225,7 @@ class _Run:
                 self.labels[i] = "collective"
                 self.devices[i] = None  # a row per device of the collective
         self.seconds = self._durations(compute, fields.pop("features"), executor)
+        self.transfer_overhead = executor.cost_model.transfer_overhead
 
     def _durations(
         self, compute: list[int], features: list[dict[str, float]], executor: PlanExecutor
@@ -339,7 +340,11 @@ class _Run:
 
     def _start_transfer(self, i: int) -> None:
         self._begin(i)
-        self._leg(0, i)
+        overhead = self.transfer_overhead.get(self.tasks[i].phase, 0.0)
+        if overhead > 0.0:  # the host's work before the first byte moves (sim.costmodel)
+            self.clock.call_later(overhead, partial(self._leg, 0, i))
+        else:
+            self._leg(0, i)
 
     def _leg(self, k: int, i: int) -> None:
         """Run leg ``k`` of transfer ``i`` (its engine, if any, is held): latency, then the bytes."""

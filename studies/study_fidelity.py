@@ -143,11 +143,13 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
 # show (the closing note of the calibration issue has the measurements behind each).
 WHY = {
     "gather_remote": "gather_remote: the real feature store's exchange takes three message rounds "
-    "(request counts, ids, rows) and serves the peer's request on the same CPU; the plan models one "
-    "transfer, so calibration folds that protocol into the network's latency and bandwidth.",
-    "allreduce": "allreduce: the simulated ring all-reduce pays that fitted network latency on each "
-    "step, while gloo's all-reduce of a small model is one quick round over loopback; the all-reduce "
-    "rows alone (one buffer size) cannot tell latency from bandwidth, so they are not fitted on their own.",
+    "(request counts, ids, rows) and gathers the rows it serves on the same CPU; calibration fits that "
+    "as a fixed cost per exchange beside the links' latency (told apart by the point-to-point "
+    "microbenchmark), but the exchange's time also depends on when the peer arrives, which the plan "
+    "does not model.",
+    "allreduce": "allreduce: without point-to-point rows (--no-microbench) the exchanges' protocol is "
+    "folded into the network's latency, which the simulated ring all-reduce then pays on every step; "
+    "the training all-reduce rows have one size and cannot pin latency on their own.",
     "sample": "sample: a real run's sample rows time the handover of minibatches sampled before the run; "
     "hopgnn's handover also cuts each cell's micrographs, which the plan's sample task (a minibatch's "
     "sampled edges) does not count.",

@@ -124,6 +124,7 @@ def calibrate(
     cost_model = PhaseCostModel(
         base.coefficients,
         f"gnnwb calibrate on {len(sources)} trace(s), fallback: sim/costmodel.py defaults",
+        {phase: value for phase, (value, _) in links.overheads.items()},
         phases=phases,
     )
     notes = list(links.notes)
@@ -152,7 +153,8 @@ def calibrate(
         "cost_model": cost_model.to_dict(),
         "fit": {
             "regressor_rule": REGRESSOR_RULE,
-            "weights": "relative least squares (each row weighted 1/time^2), coefficients >= 0",
+            "weights": "relative least squares (each row weighted 1/time^2, the time the fit's own "
+            "prediction, iteratively reweighted), coefficients >= 0",
             "gaps_attributed": gaps,
             "notes": notes,
             "links": links.kinds.get("_overall", {"rows": 0}),

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.costmodel import CPU_CORE_FLOPS, LinearCoefficients, LinearCostModel
+from sim.costmodel import CPU_CORE_FLOPS, LinearCoefficients, LinearCostModel, parse_transfer_overhead
 from workbench.errors import ConfigError
 from workbench.hardware.spec import ClusterSpec
 from workbench.plan import Task
@@ -169,7 +169,9 @@ class PhaseCostModel(LinearCostModel):
             linear = {
                 k: v for k, v in self.phases.get(phase, {}).items() if isinstance(v, LinearCoefficients)
             }
-            model = self._plain[phase] = LinearCostModel({**self.coefficients, **linear}, self.provenance)
+            model = self._plain[phase] = LinearCostModel(
+                {**self.coefficients, **linear}, self.provenance, self.transfer_overhead
+            )
         return model
 
     def _tree(self, phase: str, device: str, cluster: ClusterSpec) -> TreeEnsemble | None:
@@ -214,6 +216,7 @@ class PhaseCostModel(LinearCostModel):
         return {
             "kind": "phase",
             "provenance": self.provenance,
+            **({"transfer_overhead": dict(self.transfer_overhead)} if self.transfer_overhead else {}),
             "fallback": {k: asdict(v) for k, v in self.coefficients.items()},
             "phases": {
                 phase: {
@@ -251,4 +254,5 @@ class PhaseCostModel(LinearCostModel):
                     )
                 else:
                     raise ConfigError(f"{where}: model {kind!r}; allowed: linear, trees")
-        return cls(base.coefficients, base.provenance, phases=phases)
+        overhead = parse_transfer_overhead(data.get("transfer_overhead", {}), f"{source}: cost_model")
+        return cls(base.coefficients, base.provenance, overhead, phases=phases)

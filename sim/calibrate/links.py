@@ -17,6 +17,11 @@ of one kind (a double NVLink brick stays twice as wide). The model is linear in 
 unknowns (latencies, and 1 / scale as time per byte over the given bottleneck), and is
 fitted in one go by :func:`sim.calibrate.regress.relative_nnls`.
 
+An exchange phase (:data:`EXCHANGE_PHASES`: a real feature store's remote and peer reads)
+adds one unknown, its fixed cost per transfer (``sim.costmodel``'s ``transfer_overhead``),
+fitted where rows of other phases over the same links (the point-to-point
+microbenchmark) tell it from the links' latency; otherwise it stays in the latency.
+
 Collective rows (``allreduce`` and ``alltoall`` phases; one row per device, the buffer in
 ``buffer_bytes``) enter the same model as :mod:`sim.collectives` runs them: a step per ring
 hop (``2(n-1)`` for an all-reduce over ``n`` devices) that waits its slowest chunk route's
@@ -182,6 +187,14 @@ class LinkCalibration:
     rows_used: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Per exchange phase, the host's fixed work before its transfers move (sim.costmodel's
+    # transfer_overhead) and its standard error; only where the rows tell it from latency.
+    overheads: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+# Phases whose real transfers are exchanges (request counts, ids, then rows: realrun.feature_store),
+# so each pays a fixed protocol cost that a link's latency does not describe.
+EXCHANGE_PHASES = ("gather_remote", "d2d")
 
 
 def transfer_rows(sources: list[Any]) -> pd.DataFrame:
@@ -200,6 +213,7 @@ def transfer_rows(sources: list[Any]) -> pd.DataFrame:
         "end",
         "op",
         "devices",
+        "phase",
     ]
     frames = []
     for s in sources:
@@ -214,6 +228,7 @@ def transfer_rows(sources: list[Any]) -> pd.DataFrame:
         part = df.loc[
             kind == "transfer", ["run_id", "iteration", "src", "dst", "bytes", "start", "end"]
         ].copy()
+        part["phase"] = df.loc[kind == "transfer", "phase"] if "phase" in df.columns else "other"
         part["kind"], part["op"], part["devices"] = "transfer", "", [()] * len(part)
         part["task"] = (
             df.loc[kind == "transfer", "task"] if "task" in df.columns else [f"#{i}" for i in part.index]
@@ -227,6 +242,7 @@ def transfer_rows(sources: list[Any]) -> pd.DataFrame:
             part["bytes"] = coll["buffer_bytes"].to_numpy()
             part["devices"] = [members[k] for k in zip(*(coll[c] for c in keys), strict=True)]
             part["op"] = coll["phase"].map(lambda p: COLLECTIVE_OPS.get(p, "")).to_numpy()
+            part["phase"] = coll["phase"].to_numpy()
             part["kind"], part["src"], part["dst"] = "collective", "", ""
             frames.append(part.assign(source=s.name))
     if not frames:
@@ -338,6 +354,7 @@ def fit_links(
     y = seconds[index]
     nbytes = chunk[index]
     sources = rows["source"].to_numpy()[index]
+    phases = rows["phase"].to_numpy()[index]
     lat_kinds = sorted({k for ls in used for leg, _ in ls for k in leg.kinds})
     groups = sorted({leg.group for ls in used for leg, _ in ls})
     lat_count = np.zeros((len(index), len(lat_kinds)))
@@ -369,7 +386,7 @@ def fit_links(
     if drop.any():
         skipped["collectives_one_size"] = int(drop.sum())
         keep_rows = ~drop
-        y, nbytes, sources = y[keep_rows], nbytes[keep_rows], sources[keep_rows]
+        y, nbytes, sources, phases = y[keep_rows], nbytes[keep_rows], sources[keep_rows], phases[keep_rows]
         used = [u for u, k in zip(used, keep_rows, strict=True) if k]
         lat_count, lat_given = lat_count[keep_rows], lat_given[keep_rows]
         per_byte, touches = per_byte[keep_rows], touches[keep_rows]
@@ -394,10 +411,18 @@ def fit_links(
                 "more sizes"
             )
     bottleneck_kinds = {k for g in groups for k in g.rsplit(".", 1)[0].split("+")}
-    x = np.hstack([lat_count, per_byte])
+    # An exchange phase's fixed cost, one unknown per phase present; it is told apart from the
+    # links' latencies only by rows of other phases over the same links (microbenchmarks).
+    exchanges = [p for p in EXCHANGE_PHASES if (phases == p).any()]
+    base = len(lat_kinds) + len(groups)
+    exchange_of = np.stack([(phases == p).astype(float) for p in exchanges], axis=1) if exchanges else None
+    x = np.hstack([lat_count, per_byte] + ([exchange_of] if exchange_of is not None else []))
     w = 1.0 / y**2
-    # Latencies the rows cannot tell apart keep the given hardware's: non-bottleneck kinds go first.
-    order = sorted(range(len(lat_kinds)), key=lambda j: (lat_kinds[j] in bottleneck_kinds, lat_kinds[j]))
+    # Unknowns the rows cannot tell apart: an exchange's overhead goes first (its time stays in the
+    # latency, as without it), then latencies keep the given hardware's, non-bottleneck kinds first.
+    order = [base + k for k in range(len(exchanges))] + sorted(
+        range(len(lat_kinds)), key=lambda j: (lat_kinds[j] in bottleneck_kinds, lat_kinds[j])
+    )
     columns = independent_columns(x, w, order)
     if any(len(lat_kinds) + j not in columns for j in range(len(groups))):
         lost = [groups[j] for j in range(len(groups)) if len(lat_kinds) + j not in columns][0]
@@ -411,6 +436,17 @@ def fit_links(
     coef = dict(zip(columns, fit.coef, strict=True))
     stderr = dict(zip(columns, fit.stderr, strict=True))
     latency = {lat_kinds[j]: (float(coef[j]), float(stderr[j])) for j in range(len(lat_kinds)) if j in coef}
+    result.overheads = {
+        p: (float(coef[base + k]), float(stderr[base + k]))
+        for k, p in enumerate(exchanges)
+        if base + k in coef
+    }
+    for k, p in enumerate(exchanges):
+        if base + k not in coef:
+            result.notes.append(
+                f"{p}: the rows cannot tell its exchange's fixed cost from the links' latency (add the "
+                "point-to-point microbenchmark over the same links); it stays in the latency"
+            )
     per_group: dict[str, dict[str, Any]] = {}
     for g, j in gpos.items():
         c = float(coef[len(lat_kinds) + j])

@@ -553,7 +553,9 @@ def test_gnnwb_fidelity_end_to_end(tmp_path, capsys):
     assert set(table["config"]) == held_out
     assert {"epoch", "forward", "backward", "allreduce"} <= set(table["quantity"])
     profile = load_profile(tmp_path / "profile.toml")
-    calibrated_on = {p.split("/runs/")[1].split("/")[0] for p in profile.data["provenance"]["traces"]}
+    traces = profile.data["provenance"]["traces"]
+    calibrated_on = {p.split("/runs/")[1].split("/")[0] for p in traces if "/runs/" in p}
+    assert any("/microbench/" in p for p in traces)  # the p2p and all-reduce microbenchmarks, by default
     assert calibrated_on == {  # never the held-out ones
         "mc-random-none-f5-5-w2", "mc-metis-none-f10-10-w2", "hop-random-none-f10-10-w2", "hop-metis-none-f5-5-w2"
     }  # fmt: skip
@@ -575,3 +577,53 @@ def test_relative_fit_of_noisy_rows_finds_the_mean_time_not_a_low_one():
     fit = relative_nnls(np.stack([np.ones_like(nbytes), nbytes], axis=1), y)
     assert fit.coef[0] == pytest.approx(latency, rel=0.04)
     assert fit.coef[1] == pytest.approx(per_byte, rel=0.04)
+
+
+def exchange_source(rng: np.random.Generator, with_microbench: bool) -> TraceSource:
+    """Host-to-host transfers over the network: a feature exchange (gather_remote, whose every
+    transfer first pays OVERHEAD of protocol) and, optionally, bare point-to-point copies (phase
+    "other", as the microbenchmark records them) over the same links."""
+    plan = Plan("exchanges")
+    last: list[str] = []
+    phases = ["gather_remote", "other"] if with_microbench else ["gather_remote"]
+    for rep in range(3):
+        for phase in phases:
+            for size in SIZES:
+                tid = f"r{rep}.{phase}.{size}"
+                src, dst = ("m1.host", "m0.host") if phase == "gather_remote" else ("m0.host", "m1.host")
+                plan.transfer(tid, src, dst, size, phase, last)
+                last = [tid]
+    costs = LinearCostModel(transfer_overhead={"gather_remote": OVERHEAD})
+    trace = simulate(plan, cluster(TRUE), cost_model=costs).trace
+    return TraceSource("exchanges.parquet", trace, None, "synthetic")
+
+
+OVERHEAD = 800 * US
+
+
+def test_an_exchanges_fixed_cost_is_told_from_latency_by_point_to_point_rows(tmp_path):
+    rng = np.random.default_rng(3)
+    written = calibrate([exchange_source(rng, with_microbench=True)], cluster(GIVEN)).write(
+        tmp_path / "p.toml"
+    )
+    profile = load_profile(written)
+    assert close(profile.cost_model.transfer_overhead["gather_remote"], OVERHEAD)
+    network = profile.data["links"]["network"]
+    # Host, NIC and network links always come together on these routes: the host's and the NIC's
+    # latencies keep the given values and the network's takes the rest of the route's.
+    rest = TRUE["host"][1] - GIVEN["host"][1] + TRUE["nic"][1] - GIVEN["nic"][1]
+    assert close(network["latency"], TRUE["network"][1] + rest)
+    assert close(network["bandwidth"], TRUE["network"][0])
+    # Simulated with the profile, an exchange takes its fixed cost again.
+    plan = Plan("one")
+    plan.transfer("x", "m1.host", "m0.host", 1 << 20, "gather_remote")
+    bare = simulate(plan, profile.cluster).makespan
+    assert simulate(plan, profile.cluster, cost_model=profile.cost_model).makespan - bare == pytest.approx(
+        profile.cost_model.transfer_overhead["gather_remote"]
+    )
+
+
+def test_without_other_rows_an_exchanges_fixed_cost_stays_in_the_latency():
+    links = calibrate([exchange_source(np.random.default_rng(3), with_microbench=False)], cluster(GIVEN))
+    assert "gather_remote" not in links.cost_model.transfer_overhead
+    assert any("cannot tell its exchange's fixed cost" in n for n in links.data["fit"]["notes"])

@@ -41,7 +41,7 @@ def test_the_page_states_the_target_the_figure_and_the_phases_that_miss(tmp_path
     assert "median 4.0%, worst 8.0%" in text and "target met" in text
     # Both phases miss by 20% with no run-to-run spread; each is named with its own sign.
     assert "forward (+20% mean signed" in text and "allreduce (-20% mean signed" in text
-    assert "allreduce: the simulated ring all-reduce" in text  # and what the model leaves out there
+    assert "allreduce: without point-to-point rows" in text  # and what the model leaves out there
     assert (tmp_path / "scatter.png").exists() and (tmp_path / "phase_errors.png").exists()
     held_out = next(s.table for s in page.sections if s.title == "Held-out epochs")
     assert list(held_out["configuration"]) == ["a", "b"]

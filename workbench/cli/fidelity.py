@@ -9,8 +9,9 @@ time-share them, which the simulator does not model). Every configuration runs
 configurations are split in two by a checkerboard over the grid's factors, so every level
 of every factor is in both halves; calibration (``gnnwb calibrate --attribute-gaps`` on the
 calibration half's warm epochs) never sees the configurations it is scored on
-(``--microbench`` adds the point-to-point and all-reduce microbenchmarks; they time a bare
-send or all-reduce, not the feature store's exchange). The held-out half is simulated with
+(with the point-to-point and all-reduce microbenchmarks between two worker processes unless
+``--no-microbench``: a bare send or all-reduce over the same links is what tells a feature
+exchange's fixed cost, its protocol, from the network's latency). The held-out half is simulated with
 the profile and compared, per phase and per epoch, with its measurements and their
 run-to-run spread (``sim.calibrate.fidelity``). Each configuration's plan is the real run's
 (:func:`realrun.launcher.prepare_real_run`: the order its workers keep), so the simulator is
@@ -179,9 +180,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--graph", default=GRAPH, help=f"the graph (default {GRAPH})")
     p.add_argument("--quick", action="store_true", help="no placements beside 'none' (half the grid)")
     p.add_argument(
-        "--microbench",
-        action="store_true",
-        help="calibrate on the p2p and all-reduce microbenchmarks too (default: the training runs alone)",
+        "--no-microbench",
+        dest="microbench",
+        action="store_false",
+        help="calibrate on the training runs alone, without the p2p and all-reduce microbenchmarks "
+        "(then an exchange's fixed cost cannot be told from the network's latency)",
     )
     p.set_defaults(handler=run_fidelity)
 
@@ -198,7 +201,7 @@ class FidelityOptions:
     batch: int = 256
     graph: str = GRAPH
     quick: bool = False
-    microbench: bool = False
+    microbench: bool = True
 
     def check(self) -> None:
         if not self.workers or min(self.workers) < 1 or min(self.repeats, self.epochs, self.iterations) < 1:
