@@ -354,10 +354,12 @@ def add_sampling(
     mb: Minibatch,
     prefix: str,
     prefetch: Prefetch | None = None,
+    built: tuple[int, int] = (0, 0),
 ) -> str:
     """Worker ``w`` samples its minibatch on its host's CPU, after its previous one and as far ahead
-    of training as ``prefetch`` lets it (default: unbounded)."""
-    edges = sum(b.num_edges for b in mb.blocks)
+    of training as ``prefetch`` lets it (default: unbounded). ``built``: (edges, vertices) of
+    further graphs the step builds from sampled ones (HopGNN's micrographs), counted as work."""
+    edges = sum(b.num_edges for b in mb.blocks) + built[0]
     tid = f"{prefix}.sample"
     previous = [f"i{iteration - 1}.w{w}.sample"] if iteration else []
     if prefetch is not None:
@@ -370,7 +372,7 @@ def add_sampling(
         worker=w,
         iteration=iteration,
         items=edges,
-        features={"edges": float(edges), "vertices": float(mb.input_nodes.shape[0])},
+        features={"edges": float(edges), "vertices": float(mb.input_nodes.shape[0] + built[1])},
     )
     return tid
 

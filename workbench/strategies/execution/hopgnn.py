@@ -155,14 +155,30 @@ class HopGNNScheme(ExecutionScheme):
         ahead = Prefetch(self.prefetch)
         steps: list[str] = []
         for it, row in enumerate(inputs.epoch):
-            samples = [
-                add_sampling(plan, inputs, w, it, mb, f"i{it}.w{w}", ahead) for w, mb in enumerate(row)
-            ]
             kept, cells = self.schedule(inputs, it)
+            built = cell_work(kept, cells, inputs.num_workers)
+            samples = [
+                add_sampling(plan, inputs, w, it, mb, f"i{it}.w{w}", ahead, built[w])
+                for w, mb in enumerate(row)
+            ]
             iteration = _Iteration(plan, inputs, it, samples, steps, self.pregather, self.overlap_reads)
             steps = iteration.run(kept, cells)
             ahead.record(steps)
         return plan
+
+
+def cell_work(kept: list[int], cells: list[list[Micrographs]], n: int) -> list[tuple[int, int]]:
+    """Per server, the edges and input vertices of the micrographs it builds for the cells it runs
+    (model ``d``'s kept step ``j`` on server ``(d + kept[j]) mod n``): part of its sampling step."""
+    out = [[0, 0] for _ in range(n)]
+    for d in range(n):
+        for j, t in enumerate(kept):
+            mg = cells[d][j]
+            if mg.num_roots:
+                s = (d + t) % n
+                out[s][0] += sum(e for _, _, e in mg.sizes)
+                out[s][1] += int(mg.input_nodes.shape[0])
+    return [(e, v) for e, v in out]
 
 
 class _Iteration:
