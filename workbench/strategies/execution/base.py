@@ -357,9 +357,15 @@ def add_sampling(
     built: tuple[int, int] = (0, 0),
 ) -> str:
     """Worker ``w`` samples its minibatch on its host's CPU, after its previous one and as far ahead
-    of training as ``prefetch`` lets it (default: unbounded). ``built``: (edges, vertices) of
-    further graphs the step builds from sampled ones (HopGNN's micrographs), counted as work."""
-    edges = sum(b.num_edges for b in mb.blocks) + built[0]
+    of training as ``prefetch`` lets it (default: unbounded).
+
+    ``built``: (edges, vertices) of graphs the step builds from sampled ones (HopGNN's
+    micrographs). Building one is a pass over sampled edge lists that writes new ones, not
+    sampling: it is counted as the ``bytes`` it reads and writes (two ids per edge, one per
+    vertex), which the default cost model prices at the host's memory bandwidth and
+    calibration fits on its own (only such steps have bytes)."""
+    edges = sum(b.num_edges for b in mb.blocks)
+    build_bytes = 8.0 * (2 * built[0] + built[1])
     tid = f"{prefix}.sample"
     previous = [f"i{iteration - 1}.w{w}.sample"] if iteration else []
     if prefetch is not None:
@@ -372,7 +378,11 @@ def add_sampling(
         worker=w,
         iteration=iteration,
         items=edges,
-        features={"edges": float(edges), "vertices": float(mb.input_nodes.shape[0] + built[1])},
+        features={
+            "edges": float(edges),
+            "vertices": float(mb.input_nodes.shape[0]),
+            **({"bytes": build_bytes} if build_bytes else {}),
+        },
     )
     return tid
 
