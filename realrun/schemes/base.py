@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from realrun.feature_store import ByteCounter, FeatureStore
+from realrun.feature_store import ByteCounter, FeatureStore, tensor_bytes
 from realrun.layers import LayerBackend
 from workbench.config import RunConfig
 from workbench.strategies.execution.base import SchemeInputs
@@ -220,6 +220,37 @@ def make_optimizer(name: str, params: Any, lr: float) -> torch.optim.Optimizer:
     if name == "momentum":
         return torch.optim.SGD(params, lr=lr, momentum=0.9)
     return torch.optim.SGD(params, lr=lr)
+
+
+def all_reduce_and_step(ctx: WorkerContext, iteration: int, flat: torch.Tensor) -> None:
+    """All-reduce ``flat`` (this worker's gradients, flattened in parameter order), divide by the
+    workers, give each parameter its share as its gradient and step the optimizer; recorded as
+    plan tasks ``i{iteration}.allreduce`` and ``i{iteration}.w{rank}.update``. Gradients are
+    zeroed after the step, so the next backward starts from nothing."""
+    ctx.status.phase("allreduce", iteration)
+    start = ctx.now()
+    ctx.comm(True)
+    dist.all_reduce(flat, group=ctx.group)
+    ctx.comm(False)
+    flat /= ctx.world
+    nbytes = tensor_bytes(flat)
+    ctx.counter.add("allreduce", nbytes)
+    ctx.row(f"i{iteration}.allreduce", "allreduce", start, ctx.now(), nbytes)
+
+    ctx.status.phase("update", iteration)
+    start = ctx.now()
+    offset = 0
+    for p in ctx.state["params"]:
+        n = p.numel()
+        share = flat[offset : offset + n].view_as(p)
+        if p.grad is None:
+            p.grad = share.clone()
+        else:
+            p.grad.copy_(share)
+        offset += n
+    ctx.state["optimizer"].step()
+    ctx.state["optimizer"].zero_grad(set_to_none=False)
+    ctx.row(f"i{iteration}.w{ctx.rank}.update", "update", start, ctx.now())
 
 
 def backward_by_layer(

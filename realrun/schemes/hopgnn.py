@@ -71,7 +71,7 @@ from torch.nn import functional as F
 from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock
 from realrun.schemes import model_centric
-from realrun.schemes.base import WorkerContext, backward_by_layer
+from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.run import strategy_config
 from workbench.strategies.execution._micrographs import _edges_into, distinct, merge_time_steps, model_roots
@@ -508,26 +508,7 @@ def finish_sends(ctx: WorkerContext, it: int, pending: list[tuple[list[Any], lis
 def synchronise_and_step(ctx: WorkerContext, it: int, held: list[torch.Tensor]) -> None:
     """All-reduce of the held models' gradients (their sum; zeros for a worker that holds none),
     divided by the workers, then the optimizer step on this worker's copy."""
-    params = ctx.state["params"]
-    ctx.status.phase("allreduce", it)
-    start = ctx.now()
     flat = torch.zeros(ctx.state["num_params"], device=ctx.device)
     for grads in held:
         flat += grads
-    ctx.comm(True)
-    dist.all_reduce(flat, group=ctx.group)
-    ctx.comm(False)
-    flat /= ctx.world
-    nbytes = tensor_bytes(flat)
-    ctx.counter.add("allreduce", nbytes)
-    ctx.row(f"i{it}.allreduce", "allreduce", start, ctx.now(), nbytes)
-
-    ctx.status.phase("update", it)
-    start = ctx.now()
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.grad = flat[offset : offset + n].view_as(p).clone()
-        offset += n
-    ctx.state["optimizer"].step()
-    ctx.row(f"i{it}.w{ctx.rank}.update", "update", start, ctx.now())
+    all_reduce_and_step(ctx, it, flat)

@@ -28,12 +28,10 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch.nn import functional as F
 
-from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock, edge_weight
-from realrun.schemes.base import WorkerContext, backward_by_layer, make_optimizer
+from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer, make_optimizer
 
 # The plan parameters this executor follows: it samples (hands over) and gathers an
 # iteration's minibatch only after the previous iteration's optimizer step (no loader
@@ -103,28 +101,7 @@ def iteration(ctx: WorkerContext, epoch: int, it: int) -> tuple[float, int, int]
         ctx.row(f"{prefix}.fwd{layer}", "forward", start, ctx.now())
     backward_by_layer(ctx, loss, ins, prefix, it)
 
-    params = ctx.state["params"]
-    ctx.status.phase("allreduce", it)
-    start = ctx.now()
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    ctx.comm(True)
-    dist.all_reduce(flat, group=ctx.group)
-    ctx.comm(False)
-    flat /= ctx.world
-    nbytes = tensor_bytes(flat)
-    ctx.counter.add("allreduce", nbytes)
-    ctx.row(f"i{it}.allreduce", "allreduce", start, ctx.now(), nbytes)
-
-    ctx.status.phase("update", it)
-    start = ctx.now()
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.grad.copy_(flat[offset : offset + n].view_as(p))
-        offset += n
-    ctx.state["optimizer"].step()
-    ctx.state["optimizer"].zero_grad(set_to_none=False)
-    ctx.row(f"{prefix}.update", "update", start, ctx.now())
+    all_reduce_and_step(ctx, it, torch.cat([p.grad.reshape(-1) for p in ctx.state["params"]]))
     return float(loss.detach()), correct, int(labels.shape[0])
 
 
