@@ -346,6 +346,13 @@ class Prefetch:
         return [self.steps[j][w]] if 0 <= j < len(self.steps) and w < len(self.steps[j]) else []
 
 
+def check_prefetch(prefetch: int, scheme: str) -> int:
+    """``prefetch`` of a scheme's table, checked: minibatches sampled ahead cannot be negative."""
+    if prefetch < 0:
+        raise ConfigError(f"execution strategy {scheme!r}: prefetch must be >= 0, got {prefetch}")
+    return prefetch
+
+
 def add_sampling(
     plan: Plan,
     inputs: SchemeInputs,

@@ -73,6 +73,7 @@ from workbench.strategies.execution.base import (
     add_gradient_sync,
     add_resident_state,
     add_sampling,
+    check_prefetch,
     feature_reads,
 )
 from workbench.strategies.execution.model_centric import ModelCentricScheme
@@ -115,9 +116,7 @@ class HopGNNScheme(ExecutionScheme):
         self.merge = merge
         self.merges = merges
         self.minibatches = check_minibatches(minibatches, "hopgnn")
-        if prefetch < 0:
-            raise ConfigError(f"execution strategy 'hopgnn': prefetch must be >= 0, got {prefetch}")
-        self.prefetch = prefetch
+        self.prefetch = check_prefetch(prefetch, "hopgnn")
         self.overlap_reads = overlap_reads
 
     def switches(self) -> dict[str, object]:

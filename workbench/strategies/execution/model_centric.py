@@ -19,7 +19,6 @@ and feature copies may overlap iteration ``i``'s compute (``prefetch`` >= 1).
 
 from __future__ import annotations
 
-from workbench.errors import ConfigError
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.strategies.execution.base import (
@@ -32,6 +31,7 @@ from workbench.strategies.execution.base import (
     add_resident_state,
     add_sampling,
     block_sizes,
+    check_prefetch,
 )
 
 
@@ -47,9 +47,7 @@ class ModelCentricScheme(ExecutionScheme):
     }
 
     def __init__(self, prefetch: int = 1, overlap_reads: bool = True) -> None:
-        if prefetch < 0:
-            raise ConfigError(f"execution strategy 'model-centric': prefetch must be >= 0, got {prefetch}")
-        self.prefetch = prefetch
+        self.prefetch = check_prefetch(prefetch, "model-centric")
         self.overlap_reads = overlap_reads
 
     def build(self, inputs: SchemeInputs) -> Plan:
