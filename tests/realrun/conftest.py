@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 TINY = """
-name = "tiny-launch"
+name = "{name}"
 seed = 0
 
 [graph]
 name = "er:n=600,deg=8"
 
 [hardware]
-name = "hopgnn-4xa100-10gbe"
+name = "{hardware}"
 
 [model]
 name = "sage"
@@ -23,16 +23,16 @@ num_layers = 2
 
 [training]
 batch_size = 32
-iterations = 6
+iterations = {iterations}
 
 [cache]
-capacity = "10%"
+capacity = "{capacity}"
 
 [partition]
 name = "random"
 
 [placement]
-name = "degree"
+name = "{placement}"
 
 [sampling]
 name = "neighbor"
@@ -40,11 +40,25 @@ fanouts = [5, 5]
 
 [execution]
 name = "{scheme}"
-"""
+{execution}"""
+
+
+def tiny_config(scheme: str = "model-centric", **values: object) -> str:
+    """The tiny configuration's text: ``scheme`` with ``execution`` (more lines of its table)
+    and any of ``name``, ``hardware``, ``iterations``, ``capacity``, ``placement`` overridden."""
+    defaults = {
+        "name": "tiny-launch",
+        "hardware": "hopgnn-4xa100-10gbe",
+        "iterations": 6,
+        "capacity": "10%",
+        "placement": "degree",
+        "execution": "",
+    }
+    return TINY.format(scheme=scheme, **{**defaults, **values})
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.toml"
-    path.write_text(TINY.format(scheme="model-centric"))
+    path.write_text(tiny_config())
     return path

@@ -24,46 +24,9 @@ from realrun.schemes.hopgnn import cut_cell, iteration_schedule
 from realrun.traces import planned_phase_bytes, read_parts
 from workbench.trace import read_trace
 
+from .conftest import tiny_config
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "configs" / "hopgnn-sbm-real.toml"
-
-TINY = """
-name = "tiny-hopgnn"
-seed = 0
-
-[graph]
-name = "er:n=600,deg=8"
-
-[hardware]
-name = "hopgnn-4xa100-10gbe"
-
-[model]
-name = "sage"
-hidden = 16
-num_layers = 2
-
-[training]
-batch_size = 32
-iterations = 4
-
-[cache]
-capacity = "10%"
-
-[partition]
-name = "random"
-
-[placement]
-name = "degree"
-
-[sampling]
-name = "neighbor"
-fanouts = [5, 5]
-
-[execution]
-name = "hopgnn"
-micrographs = true
-pregather = {pregather}
-merge = {merge}
-"""
 
 # Paper 003's Figure 13 variants.
 SWITCHES = {
@@ -74,8 +37,13 @@ SWITCHES = {
 PHASES = ("gather_local", "h2d", "d2d", "gather_remote", "allreduce", "migrate")
 
 
+def tiny_hopgnn(micrographs: str = "true", pregather: str = "true", merge: str = "true") -> str:
+    switches = f"micrographs = {micrographs}\npregather = {pregather}\nmerge = {merge}\n"
+    return tiny_config("hopgnn", name="tiny-hopgnn", iterations=4, execution=switches)
+
+
 def write_tiny(path: Path, **switches: str) -> Path:
-    path.write_text(TINY.format(**switches))
+    path.write_text(tiny_hopgnn(**switches))
     return path
 
 
@@ -183,9 +151,7 @@ def test_results_train(switched_run) -> None:
 @pytest.mark.slow
 def test_without_micrographs_it_runs_model_centric(tmp_path: Path) -> None:
     config = tmp_path / "tiny.toml"
-    config.write_text(
-        TINY.format(pregather="false", merge="false").replace("micrographs = true", "micrographs = false")
-    )
+    config.write_text(tiny_hopgnn(micrographs="false", pregather="false", merge="false"))
     prepared, plan, _ = prepare_real_run(config, 2, "cpu")
     assert not any(t.phase == "migrate" for t in plan.tasks)
     summary = launch(prepared, plan, config, out=tmp_path / "run", collective_timeout=60)

@@ -22,7 +22,7 @@ from realrun.worker import FAULT_ENV, check_fault
 from workbench.errors import ConfigError, UnknownNameError
 from workbench.trace import read_trace
 
-from .conftest import TINY
+from .conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,7 +166,7 @@ def test_the_run_plan_follows_the_real_executors_order(config: Path) -> None:
 
 def test_a_plan_parameter_the_real_executor_cannot_follow_is_a_one_line_error(tmp_path: Path) -> None:
     path = tmp_path / "ahead.toml"
-    path.write_text(TINY.format(scheme="model-centric") + "prefetch = 2\n")
+    path.write_text(tiny_config(execution="prefetch = 2\n"))
     with pytest.raises(
         ConfigError, match=r"prefetch = 2: the real 'model-centric' executor runs with prefetch = 0"
     ):
@@ -175,7 +175,7 @@ def test_a_plan_parameter_the_real_executor_cannot_follow_is_a_one_line_error(tm
 
 def test_a_scheme_without_a_real_executor_names_the_ones_that_have_one(tmp_path: Path) -> None:
     path = tmp_path / "p3.toml"
-    path.write_text(TINY.format(scheme="p3"))
+    path.write_text(tiny_config("p3"))
     with pytest.raises(UnknownNameError, match="real runs support: model-centric"):
         prepare_real_run(path, 2, "cpu")
 

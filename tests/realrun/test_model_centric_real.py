@@ -24,53 +24,11 @@ from realrun.traces import planned_phase_bytes
 from workbench.errors import ConfigError
 from workbench.trace import read_trace
 
-TINY = """
-name = "{name}"
-seed = 0
-
-[graph]
-name = "er:n=600,deg=8"
-
-[hardware]
-name = "{hardware}"
-
-[model]
-name = "sage"
-hidden = 16
-num_layers = 2
-
-[training]
-batch_size = 32
-iterations = {iterations}
-
-[cache]
-capacity = "{capacity}"
-
-[partition]
-name = "random"
-
-[placement]
-name = "{placement}"
-
-[sampling]
-name = "neighbor"
-fanouts = [5, 5]
-
-[execution]
-name = "model-centric"
-"""
+from .conftest import tiny_config
 
 
 def write_config(path: Path, **overrides: object) -> Path:
-    values = {
-        "name": "tiny-real",
-        "hardware": "hopgnn-4xa100-10gbe",
-        "iterations": 6,
-        "capacity": "10%",
-        "placement": "degree",
-        **overrides,
-    }
-    path.write_text(TINY.format(**values))
+    path.write_text(tiny_config(**{"name": "tiny-real", **overrides}))
     return path
 
 
