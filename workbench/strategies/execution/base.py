@@ -214,7 +214,22 @@ def add_feature_reads(
     prefix: str,
     overlap: bool = True,
 ) -> tuple[list[str], list[str]]:
-    """Plan worker ``w``'s reads of ``vertices``' input features onto its GPU.
+    """Plan worker ``w``'s reads of ``vertices``' input features onto its GPU: :func:`add_reads`
+    of their :func:`feature_reads`."""
+    return add_reads(plan, inputs, w, iteration, feature_reads(inputs, w, vertices), deps, prefix, overlap)
+
+
+def add_reads(
+    plan: Plan,
+    inputs: SchemeInputs,
+    w: int,
+    iteration: int,
+    reads: list[FeatureRead],
+    deps: list[str],
+    prefix: str,
+    overlap: bool = True,
+) -> tuple[list[str], list[str]]:
+    """Plan worker ``w``'s ``reads`` (split by :func:`feature_reads`) onto its GPU.
 
     Returns the task ids, and the named tensors they allocate (for the reader to free).
     ``overlap``: the reads from different sources run at once (DGL's KV store pulls the
@@ -231,7 +246,6 @@ def add_feature_reads(
     fb = inputs.feature_bytes
     ids: list[str] = []
     tensors: list[str] = []
-    reads = feature_reads(inputs, w, vertices)
     if not overlap:
         reads = sorted(reads, key=lambda r: SERIAL_READ_STAGE[r.kind])  # stable: list order within a kind
     first = list(deps)

@@ -71,6 +71,7 @@ from workbench.strategies.execution.base import (
     add_feature_reads,
     add_forward_backward,
     add_gradient_sync,
+    add_reads,
     add_resident_state,
     add_sampling,
     check_prefetch,
@@ -274,12 +275,9 @@ class _Iteration:
         frees: list[str] = []
         if self.pregather:
             reads = feature_reads(inputs, s, mg.input_nodes)
-            near = [r.vertices for r in reads if r.kind != "remote"]
+            near = [r for r in reads if r.kind != "remote"]
             far = sum(r.count for r in reads if r.kind == "remote")
-            near_vertices = np.concatenate(near) if near else np.zeros(0, dtype=np.int64)
-            ids, gathered = add_feature_reads(
-                plan, inputs, s, it, near_vertices, read_deps, prefix, self.overlap_reads
-            )
+            ids, gathered = add_reads(plan, inputs, s, it, near, read_deps, prefix, self.overlap_reads)
             fetched = self.pregathered.get(s, [])
             if far:
                 tid = f"{prefix}.pregathered"
