@@ -584,3 +584,23 @@ def test_the_example_configs_simulate(name, tmp_path_factory):
     # The naive scheme moves no feature; All merges 3 of 4 time steps away (no migration left).
     assert (row["gather_remote_bytes"] == 0) == name.startswith("naive")
     assert (row["migrate_bytes"] == 0) == name.startswith("hopgnn-all")
+
+
+def test_the_schedule_kept_with_the_epoch_is_reused_only_for_the_same_partition_and_switches(prepared):
+    """A sweep's points share the sampled epoch: the cut trees are kept with it, keyed by what they
+    depend on. Each plan equals the plan built on new minibatch objects (nothing kept with them)."""
+    inputs = prepared.inputs
+    rng = np.random.default_rng(0)
+    moved = PartitionResult(inputs.graph, rng.permutation(inputs.partition.owner), inputs.num_workers)
+    cases = [
+        (inputs, {}),
+        (dataclasses.replace(inputs, placement=None), {}),  # another placement: same cuts
+        (dataclasses.replace(inputs, partition=moved), {}),  # another partition: cut again
+        (inputs, {"merges": 2}),  # another merge count: cut again
+    ]
+    for case, params in cases:
+        scheme = EXECUTION_SCHEMES.create("hopgnn", **params)
+        kept = scheme.build(case)
+        unkept = [[Minibatch(mb.seeds, mb.blocks) for mb in row] for row in case.epoch]
+        fresh = scheme.build(dataclasses.replace(case, epoch=unkept))
+        assert kept.to_dict() == fresh.to_dict()

@@ -17,6 +17,7 @@ from workbench.registry import SAMPLERS
 from workbench.strategies.sampling import _kernels
 from workbench.strategies.sampling._common import OutputBufferPool, new_mapping, new_word_scratch
 from workbench.strategies.sampling.base import check_block_invariants
+from workbench.strategies.sampling.bulk_matrix import BulkMatrixSampler
 
 
 def snapshot(mbs: list) -> list:
@@ -88,6 +89,29 @@ def test_pool_reuses_only_released_buffers() -> None:
     assert address(pool.empty(n // 2)) != a_address
     # A size in between gets a's buffer (neither new buffer fits it).
     assert address(pool.empty(3 * n // 5)) == a_address
+
+
+def test_pool_keeps_at_most_idle_bytes_of_released_buffers() -> None:
+    """Released buffers stay for reuse up to ``idle_bytes`` (the oldest go first); live ones always stay."""
+    n = 10_000
+    nbytes = (n + n // 8 + 1024) * 8  # one pooled buffer made for a request of n
+    pool = OutputBufferPool(capacity=8, idle_bytes=2 * nbytes)
+    live = [pool.empty(n) for _ in range(4)]
+    first = [address(x) for x in live]
+    del live  # four idle buffers: the next allocation trims the pool to the two newest
+    keep = pool.empty(10 * n)  # fits none of them: a new buffer, then the trim
+    held = [pool.empty(n), pool.empty(n)]
+    assert {address(x) for x in held} == set(first[2:])
+    assert len(pool._buffers) == 3  # the two oldest were dropped: keep's and the two held remain
+    assert address(keep) not in first
+
+
+def test_every_bulk_sampler_shares_one_pool() -> None:
+    from workbench.strategies.sampling._common import SHARED_OUTPUTS
+
+    a, b = BulkMatrixSampler(fanouts=[2]), BulkMatrixSampler(fanouts=[3])
+    assert a._outputs is b._outputs is SHARED_OUTPUTS
+    assert SHARED_OUTPUTS.idle_bytes is not None  # a finished process keeps a bounded amount
 
 
 def test_backend_resolution(monkeypatch) -> None:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workbench.errors import ConfigError
+from workbench.strategies.execution import _kernels
 from workbench.strategies.execution.base import SchemeInputs
 from workbench.strategies.sampling.base import Block, Minibatch
 
@@ -68,14 +69,14 @@ class Micrographs:
 
     ``sizes[l]``: ``(num_src, num_dst, num_edges)`` of layer ``l``, input layer first.
     ``input_nodes``: the distinct vertices whose input features layer 0 reads, sorted.
-    ``input_edge_src``: the source vertex of every layer-0 edge (repeats kept).
+    ``input_edge_src``: the source vertex of every layer-0 edge (repeats kept), when asked for.
     ``sources``: the workers whose minibatches hold the trees (whose sampling they wait for).
     """
 
     roots: np.ndarray
     sizes: list[tuple[int, int, int]]
     input_nodes: np.ndarray
-    input_edge_src: np.ndarray
+    input_edge_src: np.ndarray | None
     sources: list[int]
 
     @property
@@ -100,66 +101,123 @@ def distinct(values: np.ndarray, bound: int | None = None) -> np.ndarray:
     return out
 
 
-def cut_subtree(
-    mb: Minibatch, positions: np.ndarray
-) -> tuple[list[tuple[int, int, int]], np.ndarray, np.ndarray]:
-    """The trees of the roots ``mb.seeds[positions]``: per-layer sizes, layer-0 source ids, layer-0 edge sources."""
+@dataclass(frozen=True)
+class Tree:
+    """Some roots' computation trees in one minibatch: per-layer ``(num_src, num_dst, num_edges)``
+    input layer first, the layer-0 source ids (distinct, in block order) and, when asked for, the
+    source id of every layer-0 edge (repeats kept)."""
+
+    sizes: list[tuple[int, int, int]]
+    input_ids: np.ndarray
+    edge_sources: np.ndarray | None
+
+
+def cut_trees(mb: Minibatch, groups: list[np.ndarray], edge_sources: bool = False) -> list[Tree]:
+    """The trees of each group of roots (positions in ``mb.seeds``), cut out of ``mb``'s blocks.
+
+    Each block keeps the edges into the destinations kept so far, and the block below keeps
+    those destinations (a destination is its own source, at the same position:
+    ``blocks[l].src_nodes`` starts with ``blocks[l].dst_nodes``) and the kept edges' sources.
+    Every group is a bit of one mask per vertex, so all groups are cut in one pass per layer.
+    """
     blocks = mb.blocks
-    # Kept vertices as sorted positions (a tree is a small part of its minibatch's blocks, so
-    # index lists beat masks over whole blocks). A destination is its own source too, at the
-    # same position (blocks[l].src_nodes starts with blocks[l].dst_nodes).
-    keep = distinct(np.asarray(positions, dtype=np.int64), blocks[-1].num_dst)
-    sizes: list[tuple[int, int, int]] = []
-    edges: np.ndarray = np.zeros(0, dtype=np.int64)
-    for block in reversed(blocks):
-        edges = _edges_into(block, keep)
-        sources = distinct(np.concatenate((keep, block.edge_src[edges])), block.num_src)
-        sizes.append((int(sources.shape[0]), int(keep.shape[0]), int(edges.shape[0])))
-        keep = sources  # blocks[l].src_nodes == blocks[l - 1].dst_nodes
-    first = blocks[0]
-    return sizes[::-1], first.src_nodes[keep], first.src_nodes[first.edge_src[edges]]
+    out: list[Tree] = []
+    for first in range(0, len(groups), _kernels.LABELS):
+        chunk = groups[first : first + _kernels.LABELS]
+        labels = len(chunk)
+        mask = np.zeros(blocks[-1].num_dst, dtype=np.int64)
+        for bit, positions in enumerate(chunk):
+            mask[np.asarray(positions, dtype=np.int64)] |= np.int64(1) << bit
+        sizes = np.zeros((len(blocks), labels, 3), dtype=np.int64)
+        dst_mask = mask
+        for layer in range(len(blocks) - 1, -1, -1):
+            block = blocks[layer]
+            offsets, order = block.dst_grouping()
+            src_mask, edges = _kernels.spread_labels(
+                dst_mask, offsets, order, block.edge_src, block.num_src, labels
+            )
+            sizes[layer, :, 1] = _kernels.label_counts(dst_mask, labels)
+            sizes[layer, :, 2] = edges
+            sizes[layer, :, 0] = _kernels.label_counts(src_mask, labels)
+            if layer:
+                dst_mask = src_mask  # blocks[l].src_nodes == blocks[l - 1].dst_nodes
+        members, starts = _kernels.label_members(src_mask, labels)
+        for bit in range(labels):
+            ids = blocks[0].src_nodes[members[starts[bit] : starts[bit + 1]]]
+            sources = None
+            if edge_sources:
+                kept = np.flatnonzero(dst_mask & (np.int64(1) << bit))
+                sources = blocks[0].src_nodes[blocks[0].edge_src[_edges_into(blocks[0], kept)]]
+            out.append(Tree([tuple(int(x) for x in row) for row in sizes[:, bit]], ids, sources))  # type: ignore[misc]
+    return out
+
+
+def cut_subtree(
+    mb: Minibatch, positions: np.ndarray, edge_sources: bool = False
+) -> tuple[list[tuple[int, int, int]], np.ndarray, np.ndarray | None]:
+    """The trees of the roots ``mb.seeds[positions]`` (:func:`cut_trees` of one group): per-layer
+    sizes, layer-0 source ids and, when ``edge_sources``, the source id of every layer-0 edge."""
+    (tree,) = cut_trees(mb, [positions], edge_sources)
+    return tree.sizes, tree.input_ids, tree.edge_sources
 
 
 def _edges_into(block: Block, kept: np.ndarray) -> np.ndarray:
     """Indices of the block's edges into the destinations at positions ``kept`` (sorted), in edge order.
 
-    With edges grouped by destination (the samplers' output) only the kept destinations'
-    ranges are visited.
+    Only the kept destinations' edges are visited (through :meth:`Block.dst_grouping`).
     """
-    offsets = block.dst_offsets()
-    if offsets is None:
-        return np.flatnonzero(np.isin(block.edge_dst, kept))
-    starts, ends = offsets[kept], offsets[kept + 1]
-    counts = ends - starts
-    if not counts.size:
-        return np.zeros(0, dtype=np.int64)
-    # starts[k] + 0 .. counts[k] - 1 for every kept destination k, concatenated.
-    first = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-    return first + np.arange(int(counts.sum()), dtype=np.int64)
+    offsets, order = block.dst_grouping()
+    edges = _kernels.edges_into(offsets, order, np.asarray(kept, dtype=np.int64))
+    return edges if not order.shape[0] else np.sort(edges)
 
 
-def micrographs(row: list[Minibatch], roots: np.ndarray) -> Micrographs:
-    """The micrographs of ``roots`` (rows ``(worker, position)``) cut from iteration row ``row``."""
-    workers = distinct(roots[:, 0]).tolist()
+def micrographs(row: list[Minibatch], roots: np.ndarray, edge_sources: bool = False) -> Micrographs:
+    """The micrographs of ``roots`` (rows ``(worker, position)``) cut from iteration row ``row``;
+    ``input_edge_src`` only when ``edge_sources`` (else None: most schemes need only sizes)."""
+    return micrographs_of(row, [roots], edge_sources)[0]
+
+
+def micrographs_of(
+    row: list[Minibatch], cells: list[np.ndarray], edge_sources: bool = False
+) -> list[Micrographs]:
+    """:func:`micrographs` of each of ``cells`` (root rows ``(worker, position)``), each minibatch's
+    trees cut together."""
     layers = len(row[0].blocks)
-    sizes = np.zeros((layers, 3), dtype=np.int64)
-    inputs, edge_src, ids = [], [], []
-    for w in workers:
-        positions = roots[roots[:, 0] == w, 1]
-        part_sizes, part_inputs, part_edges = cut_subtree(row[w], positions)
-        sizes += np.array(part_sizes, dtype=np.int64)
-        inputs.append(part_inputs)
-        edge_src.append(part_edges)
-        ids.append(row[w].seeds[positions])
     empty = np.zeros(0, dtype=np.int64)
-    return Micrographs(
-        roots=np.concatenate(ids) if ids else empty,
-        sizes=[(int(a), int(b), int(c)) for a, b, c in sizes],
-        # One tree's sources are distinct already; several trees share some.
-        input_nodes=np.sort(inputs[0]) if len(inputs) == 1 else distinct(np.concatenate(inputs or [empty])),
-        input_edge_src=np.concatenate(edge_src) if edge_src else empty,
-        sources=workers,
-    )
+    # Per worker, the cells with roots in its minibatch and those roots' positions.
+    wanted: dict[int, list[tuple[int, np.ndarray]]] = {}
+    for c, roots in enumerate(cells):
+        for w in distinct(roots[:, 0]).tolist():
+            wanted.setdefault(w, []).append((c, roots[roots[:, 0] == w, 1]))
+    parts: list[list[tuple[int, Tree, np.ndarray]]] = [[] for _ in cells]
+    for w, asks in sorted(wanted.items()):
+        trees = cut_trees(row[w], [positions for _, positions in asks], edge_sources)
+        for (c, positions), tree in zip(asks, trees, strict=True):
+            parts[c].append((w, tree, row[w].seeds[positions]))
+    out = []
+    for c in range(len(cells)):
+        sizes = np.zeros((layers, 3), dtype=np.int64)
+        for _, tree, _ in parts[c]:
+            sizes += np.array(tree.sizes, dtype=np.int64)
+        inputs = [tree.input_ids for _, tree, _ in parts[c]]
+        out.append(
+            Micrographs(
+                roots=np.concatenate([ids for _, _, ids in parts[c]]) if parts[c] else empty,
+                sizes=[(int(a), int(b), int(n)) for a, b, n in sizes],
+                # One tree's sources are distinct already; several trees share some. Sorted, the
+                # reads' lookups of where each vertex lives go through memory in order (3x faster).
+                input_nodes=np.sort(inputs[0])
+                if len(inputs) == 1
+                else distinct(np.concatenate(inputs or [empty])),
+                input_edge_src=(
+                    np.concatenate([t.edge_sources for _, t, _ in parts[c]] or [empty])  # type: ignore[misc]
+                    if edge_sources
+                    else None
+                ),
+                sources=[w for w, _, _ in parts[c]],
+            )
+        )
+    return out
 
 
 def model_roots(inputs: SchemeInputs, row: list[Minibatch], minibatches: str) -> list[list[np.ndarray]]:

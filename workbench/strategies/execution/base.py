@@ -24,6 +24,7 @@ Conventions every scheme shares:
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from workbench.graph.csr import CSRGraph
 from workbench.hardware.spec import ClusterSpec
 from workbench.model import ModelSpec
 from workbench.plan import Plan
+from workbench.strategies.execution import _kernels
 from workbench.strategies.partition.base import PartitionResult
 from workbench.strategies.placement.base import PlacementResult
 from workbench.strategies.sampling.base import Minibatch
@@ -99,6 +101,14 @@ class SchemeInputs:
         """Machine index of each worker."""
         index = {m.name: k for k, m in enumerate(self.cluster.machines)}
         return np.array([index[w.split(".", 1)[0]] for w in self.workers], dtype=np.int64)
+
+    @cached_property
+    def partition_digest(self) -> str:
+        """A digest of which worker owns each vertex: equal for equal partitions made apart (a
+        sweep's points), so what a scheme derives from the epoch and the partition alone can be
+        kept with the epoch and reused."""
+        owner = np.ascontiguousarray(self.partition.owner, dtype=np.int64)
+        return hashlib.blake2b(owner.tobytes(), digest_size=16).hexdigest()
 
     @cached_property
     def vertex_machine(self) -> np.ndarray:
@@ -186,11 +196,10 @@ def feature_reads(inputs: SchemeInputs, w: int, vertices: np.ndarray) -> list[Fe
     if only is not None:  # every vertex has one source (one machine, no cache): nothing to split
         kind, node = sources[only]
         return [FeatureRead(kind, node, vertices)] if vertices.size else []
-    code = codes[vertices]
-    # One gather and a stable (radix) sort of small codes split the request, in its own order
-    # within each source: a mask per source costs several passes over it.
-    counts = np.bincount(code, minlength=len(sources))
-    parts = np.split(vertices[np.argsort(code, kind="stable")], np.cumsum(counts)[:-1])
+    # A stable counting sort by code splits the request in two passes, in its own order
+    # within each source (a mask per source costs several).
+    grouped, counts = _kernels.split_by_code(vertices, codes, len(sources))
+    parts = np.split(grouped, np.cumsum(counts)[:-1])
     return [
         FeatureRead(kind, node, part)
         for (kind, node), part, n in zip(sources, parts, counts, strict=True)

@@ -61,7 +61,7 @@ from workbench.strategies.execution._micrographs import (
     check_minibatches,
     distinct,
     merge_time_steps,
-    micrographs,
+    micrographs_of,
     model_roots,
 )
 from workbench.strategies.execution.base import (
@@ -129,13 +129,27 @@ class HopGNNScheme(ExecutionScheme):
         }
 
     def schedule(self, inputs: SchemeInputs, iteration: int) -> tuple[list[int], list[list[Micrographs]]]:
-        """The kept time steps and, per model and kept step, the micrographs it trains there."""
+        """The kept time steps and, per model and kept step, the micrographs it trains there.
+
+        They depend on the iteration's minibatches, the partition and the switches only, not
+        on the placement or the hardware: the last ones computed are kept with the
+        iteration's first minibatch (and die with the epoch), so a sweep over placements or
+        hardware on one sampled epoch cuts each tree once.
+        """
         row = inputs.epoch[iteration]
         n = inputs.num_workers
+        merges = self.merges if self.merge else 0
+        key = (inputs.partition_digest, n, merges, self.minibatches)
+        kept = row[0].__dict__.get("_hopgnn_schedule")
+        if kept is not None and kept[0] == key:
+            return kept[1]
         roots = model_roots(inputs, row, self.minibatches)
         cells = [[roots[d][(d + t) % n] for t in range(n)] for d in range(n)]
-        steps, cells = merge_time_steps(cells, self.merges if self.merge else 0)
-        return steps, [[micrographs(row, cell) for cell in model] for model in cells]
+        steps, cells = merge_time_steps(cells, merges)
+        flat = micrographs_of(row, [cell for model in cells for cell in model])
+        schedule = steps, [flat[d * len(steps) : (d + 1) * len(steps)] for d in range(n)]
+        row[0].__dict__["_hopgnn_schedule"] = (key, schedule)
+        return schedule
 
     def build(self, inputs: SchemeInputs) -> Plan:
         if not self.micrographs:
@@ -238,7 +252,7 @@ class _Iteration:
         if not cells:
             return
         inputs, plan = self.inputs, self.plan
-        vertices = distinct(np.concatenate([mg.input_nodes for mg in cells]))
+        vertices = distinct(np.concatenate([mg.input_nodes for mg in cells]), inputs.graph.num_nodes)
         deps = sorted({self.samples[w] for mg in cells for w in mg.sources})
         host = inputs.host_of_worker(s)
         fetched = []

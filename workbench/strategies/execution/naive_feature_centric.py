@@ -117,7 +117,7 @@ class NaiveFeatureCentricScheme(ExecutionScheme):
             roots = model_roots(inputs, row, self.minibatches)
             finals: list[str] = []
             for d in range(n):
-                mg = micrographs(row, np.concatenate(roots[d]))
+                mg = micrographs(row, np.concatenate(roots[d]), edge_sources=True)
                 start = [steps[d]] if steps else []
                 if not mg.num_roots:
                     finals.extend(start or [samples[d]])
@@ -165,6 +165,7 @@ class NaiveFeatureCentricScheme(ExecutionScheme):
                 ready = list(arrivals)
                 here = s
             reads, gathered = add_feature_reads(plan, inputs, s, it, vertices, sample_deps, prefix)
+            assert mg.input_edge_src is not None  # cut with edge_sources
             edges = int(np.isin(mg.input_edge_src, vertices).sum())
             count = int(vertices.shape[0])
             plan.compute(

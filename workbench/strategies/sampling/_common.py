@@ -107,14 +107,21 @@ class OutputBufferPool:
     arrays of ~100 MB. glibc serves arrays that large with a fresh ``mmap`` and gives
     them back on free, so every bulk would fault in and zero its output pages again:
     on products-like that system time (1-2 s per 96 minibatches) was more than the
-    sampling itself. This pool keeps the arrays instead and hands one out again only
-    when its reference count shows that no view of it is alive (a view holds its base
-    array; so does a torch tensor made from it). Results are unaffected; the memory a
-    pool keeps is at most ``capacity`` arrays.
+    sampling itself, and where the kernel backs the pages with huge pages it can stall in
+    page compaction for seconds more. This pool keeps the arrays instead and hands one out
+    again only when its reference count shows that no view of it is alive (a view holds
+    its base array; so does a torch tensor made from it). Results are unaffected.
+
+    The pool keeps at most ``capacity`` arrays, and of those no longer viewed at most
+    ``idle_bytes``: :data:`SHARED_OUTPUTS`, which every bulk sampler uses, outlives the
+    samplers, so the next run in the process (a sweep's next point, a benchmark's next
+    round) samples into the pages the last one left, and a process that is done sampling
+    keeps at most ``idle_bytes`` of them.
     """
 
-    def __init__(self, capacity: int = 24) -> None:
+    def __init__(self, capacity: int = 24, idle_bytes: int | None = None) -> None:
         self.capacity = capacity
+        self.idle_bytes = idle_bytes
         self._buffers: list[np.ndarray] = []
         self._lock = threading.Lock()
 
@@ -142,7 +149,28 @@ class OutputBufferPool:
                     del self._buffers[idle[0]]
             if len(self._buffers) < self.capacity:
                 self._buffers.append(buf)
+                self._trim()
             return buf[:size]
+
+    def _trim(self) -> None:
+        """Drop the oldest idle arrays while the idle ones hold more than ``idle_bytes``."""
+        if self.idle_bytes is None:
+            return
+        idle = [k for k in range(len(self._buffers)) if sys.getrefcount(self._buffers[k]) == 2]
+        total = sum(self._buffers[k].nbytes for k in idle)
+        drop = []
+        for k in idle:
+            if total <= self.idle_bytes:
+                break
+            total -= self._buffers[k].nbytes
+            drop.append(k)
+        for k in reversed(drop):
+            del self._buffers[k]
+
+
+# Shared by every bulk sampler of the process (see OutputBufferPool): 64 arrays are the
+# outputs of a 4-worker epoch's bulks with room to spare; 2 GiB idle is a products-like epoch.
+SHARED_OUTPUTS = OutputBufferPool(capacity=64, idle_bytes=2 << 30)
 
 
 def new_word_scratch(num_nodes: int, copies: int) -> np.ndarray:
@@ -179,3 +207,9 @@ class MappingScratch:
             self._cached = cached
         finally:
             self._lock.release()
+
+
+# Shared by every bulk sampler of the process, as SHARED_OUTPUTS is: a run's samplers are
+# made per worker and per run, and each fresh scratch is megabytes of page faults.
+SHARED_MAPPINGS = MappingScratch()
+SHARED_WORDS = MappingScratch(new_word_scratch)

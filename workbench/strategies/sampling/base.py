@@ -27,6 +27,8 @@ import numpy as np
 from workbench.errors import WorkbenchError
 from workbench.graph.csr import CSRGraph
 
+_NO_ORDER = np.zeros(0, dtype=np.int64)
+
 
 @dataclass
 class Block:
@@ -62,6 +64,20 @@ class Block:
             grouped = d.shape[0] < 2 or bool(np.all(d[1:] >= d[:-1]))
             cached = np.searchsorted(d, np.arange(self.num_dst + 1)) if grouped else None
             self.__dict__["_dst_offsets"] = cached
+        return cached
+
+    def dst_grouping(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, order)``: destination ``j``'s edges are ``order[offsets[j]:offsets[j + 1]]``,
+        in edge order; ``order`` is empty when the edges are grouped already (then the
+        positions themselves). Computed once per block."""
+        offsets = self.dst_offsets()
+        if offsets is not None:
+            return offsets, _NO_ORDER
+        cached = self.__dict__.get("_dst_grouping")
+        if cached is None:
+            order = np.argsort(self.edge_dst, kind="stable")
+            cached = (np.searchsorted(self.edge_dst[order], np.arange(self.num_dst + 1)), order)
+            self.__dict__["_dst_grouping"] = cached
         return cached
 
 

@@ -90,8 +90,8 @@ prefetched a few rows ahead), each id marked as it arrives in per-thread vertex 
 sets, from which the local ids follow (one bit per vertex, 150 KB on products-like;
 0.9 MB of scratch per thread with the per-word counts, against a 5 MB vertex map). A block's sources are its destinations, then the other drawn
 vertices grouped by word of 64 vertex ids. The ``k`` minibatches' blocks are views into
-a few stacked arrays, recycled once no returned minibatch views them
-(:class:`._common.OutputBufferPool`). Measured on products-like (1.22 M vertices,
+a few stacked arrays, recycled once no returned minibatch views them, by every sampler of
+the process (:data:`._common.SHARED_OUTPUTS`). Measured on products-like (1.22 M vertices,
 20.6 M edges; fanouts [15, 10, 5], batch 1024, k = 32, ``benchmarks/bench_sampling.py``)
 with one thread, where no thread waits on a core taken by other work: fused 64.6
 minibatches/s, DGL's CPU NeighborSampler 20.7 (3.1x), :mod:`.neighbor` 31.2; CPU time
@@ -118,11 +118,11 @@ from workbench.graph.csr import CSRGraph
 from workbench.registry import SAMPLERS
 from workbench.strategies.sampling import _kernels
 from workbench.strategies.sampling._common import (
-    MappingScratch,
-    OutputBufferPool,
+    SHARED_MAPPINGS,
+    SHARED_OUTPUTS,
+    SHARED_WORDS,
     check_positive_int,
     check_positive_ints,
-    new_word_scratch,
     offsets_of,
 )
 from workbench.strategies.sampling.base import Block, Minibatch, Sampler, check_seeds
@@ -399,9 +399,9 @@ class BulkMatrixSampler(Sampler):
         self._binary: tuple[weakref.ref[CSRGraph], sp.csr_matrix] | None = None
         self._narrow: tuple[weakref.ref[CSRGraph], np.ndarray] | None = None
         self._torch: _TorchSpGEMM | None = None
-        self._outputs = OutputBufferPool()
-        self._scratch = MappingScratch()
-        self._words = MappingScratch(new_word_scratch)
+        self._outputs = SHARED_OUTPUTS
+        self._scratch = SHARED_MAPPINGS
+        self._words = SHARED_WORDS
 
     def __repr__(self) -> str:
         sizes = (

@@ -1,0 +1,115 @@
+"""Compiled loops of plan building: splitting a read by source, cutting trees out of a minibatch.
+
+HopGNN's plan cuts every root's tree out of its minibatch's blocks (products-like: 55
+million edges an epoch). Cut one tree at a time, each cut reads scattered edge ranges
+(memory latency, not bandwidth: ~12 ns an edge) and pays a sort per layer; cut as bits of
+one mask per vertex, every tree of a minibatch comes out of one sequential pass per layer.
+Each kernel has one caller in :mod:`.base` or :mod:`._micrographs`, which documents the rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+
+@njit(cache=True)
+def split_by_code(vertices: np.ndarray, codes: np.ndarray, num_codes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``vertices`` grouped by ``codes[vertex]`` (a stable counting sort), and the size of each group."""
+    n = vertices.shape[0]
+    code = np.empty(n, dtype=codes.dtype)
+    for i in range(n):
+        code[i] = codes[vertices[i]]
+    # Four counters per code: runs of one code would otherwise wait on the same counter.
+    lanes = np.zeros((4, num_codes), dtype=np.int64)
+    for i in range(n):
+        lanes[i & 3, code[i]] += 1
+    counts = lanes.sum(axis=0)
+    at = np.zeros(num_codes, dtype=np.int64)
+    for c in range(1, num_codes):
+        at[c] = at[c - 1] + counts[c - 1]
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        c = code[i]
+        out[at[c]] = vertices[i]
+        at[c] += 1
+    return out, counts
+
+
+@njit(cache=True)
+def edges_into(offsets: np.ndarray, order: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """The edges into destinations ``kept``: destination ``k``'s are ``order[offsets[k]:offsets[k + 1]]``
+    (``order`` empty: the positions themselves, edges already grouped by destination)."""
+    total = 0
+    for k in kept:
+        total += offsets[k + 1] - offsets[k]
+    out = np.empty(total, dtype=np.int64)
+    e = 0
+    grouped = order.shape[0] == 0
+    for k in kept:
+        for j in range(offsets[k], offsets[k + 1]):
+            out[e] = j if grouped else order[j]
+            e += 1
+    return out
+
+
+# A tree cut carries up to LABELS trees at once as bits of an int64 per vertex (the sign
+# bit unused, so shifts and masks stay in int64).
+LABELS = 62
+
+
+@njit(cache=True)
+def spread_labels(
+    dst_mask: np.ndarray, offsets: np.ndarray, order: np.ndarray, edge_src: np.ndarray, num_src: int,
+    num_labels: int,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """One layer of a tree cut, for every tree at once: ``dst_mask[j]`` has bit ``b`` when tree ``b``
+    keeps destination ``j``. Returns the sources' masks (a destination is its own source, at the
+    same position; an edge's source joins every tree that keeps its destination) and each tree's
+    edge count. Destination ``j``'s edges are ``order[offsets[j]:offsets[j + 1]]``, or those
+    positions themselves when ``order`` is empty."""
+    src_mask = np.zeros(num_src, dtype=np.int64)
+    src_mask[: dst_mask.shape[0]] = dst_mask
+    edges = np.zeros(num_labels, dtype=np.int64)
+    grouped = order.shape[0] == 0
+    for j in range(dst_mask.shape[0]):
+        m = dst_mask[j]
+        if m == 0:
+            continue
+        lo, hi = offsets[j], offsets[j + 1]
+        b = m
+        while b != 0:
+            edges[trailing_zeros(b)] += hi - lo
+            b &= b - 1
+        for k in range(lo, hi):
+            src_mask[edge_src[k if grouped else order[k]]] |= m
+    return src_mask, edges
+
+
+@njit(cache=True)
+def label_counts(mask: np.ndarray, num_labels: int) -> np.ndarray:
+    """How many positions carry each bit of ``mask`` (one branch-free pass per bit)."""
+    counts = np.zeros(num_labels, dtype=np.int64)
+    for b in range(num_labels):
+        n = 0
+        for m in mask:
+            n += (m >> b) & 1
+        counts[b] = n
+    return counts
+
+
+@njit(cache=True)
+def label_members(mask: np.ndarray, num_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """The positions carrying each bit of ``mask``, in order, back to back, and where each bit's start."""
+    counts = label_counts(mask, num_labels)
+    starts = np.zeros(num_labels + 1, dtype=np.int64)
+    for b in range(num_labels):
+        starts[b + 1] = starts[b] + counts[b]
+    out = np.empty(starts[num_labels] + 1, dtype=np.int64)  # one spare: every position is written
+    for b in range(num_labels):
+        at = starts[b]
+        for i in range(mask.shape[0]):
+            out[at] = i
+            at += (mask[i] >> b) & 1
+    return out[: starts[num_labels]], starts
