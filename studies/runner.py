@@ -41,7 +41,7 @@ import pandas as pd
 from workbench.errors import ConfigError, UnknownNameError, WorkbenchError
 
 # Bump when a change to the simulator, the schemes or a measure changes any point's result.
-RESULTS_VERSION = 6
+RESULTS_VERSION = 7
 
 
 @dataclass(frozen=True)

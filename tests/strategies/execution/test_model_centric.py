@@ -220,7 +220,8 @@ def test_a_negative_prefetch_is_a_config_error(cache_dir):
 
 
 def test_staged_reads_follow_the_real_feature_stores_order(cache_dir):
-    """Cache, then host, then the other machines (one exchange): each stage waits for the one before."""
+    """Cache, then host, then the other machines (one exchange): each stage waits for the one before,
+    and the exchange, collective, for every worker's stage before it."""
     tables = {"placement": {"name": "degree"}, "cache": {"capacity": "20%"}}
     overlapped = prepare_run(config(**tables), cache_dir=cache_dir).plan()
     staged = prepare_run(
@@ -230,6 +231,11 @@ def test_staged_reads_follow_the_real_feature_stores_order(cache_dir):
     on, off = _deps(overlapped), _deps(staged)
     checked = 0
     for it in range(3):
+        arrivals = set()  # every worker's inline reads: the exchange starts once all are done
+        for w in range(4):
+            arrivals |= {
+                i for i in off if i.startswith(f"i{it}.w{w}.") and i.split(".")[2] in ("local", "host")
+            }
         for w in range(4):
             p = f"i{it}.w{w}"
             reads = sorted(
@@ -243,7 +249,7 @@ def test_staged_reads_follow_the_real_feature_stores_order(cache_dir):
             assert off[stage0[0]] == {f"{p}.sample"}
             if len(stage0) == 2:
                 assert off[stage0[1]] == {stage0[0]}
-            for r in remote:  # from 3 other machines, together, after the inline reads
-                assert off[r] == set(stage0) and len(remote) == 3
+            for r in remote:  # from 3 other machines, together, after every worker's inline reads
+                assert off[r] == arrivals and set(stage0) < arrivals and len(remote) == 3
             checked += len(remote)
     assert checked > 0

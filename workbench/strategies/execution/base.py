@@ -37,7 +37,7 @@ from workbench.errors import ConfigError
 from workbench.graph.csr import CSRGraph
 from workbench.hardware.spec import ClusterSpec
 from workbench.model import ModelSpec
-from workbench.plan import Plan
+from workbench.plan import Plan, Task
 from workbench.strategies.execution import _kernels
 from workbench.strategies.partition.base import PartitionResult
 from workbench.strategies.placement.base import PlacementResult
@@ -213,6 +213,31 @@ READ_PHASE = {"local": "gather_local", "peer": "d2d", "host": "h2d", "remote": "
 SERIAL_READ_STAGE = {"local": 0, "host": 0, "peer": 1, "remote": 2}
 
 
+class Exchange:
+    """One collective exchange of remote reads among all workers, as the real feature store makes
+    them (:mod:`realrun.feature_store`): every worker takes part, with or without reads of its
+    own (it serves the others), and the exchange begins once every worker has arrived (the
+    request counts go round in an ``all_gather``). So a worker's remote reads wait for every
+    worker's arrival, not only for its own reads before them: without that coupling a plan lets
+    a worker fetch from a peer that is still busy, and under-predicts the wait.
+
+    Each worker joins with its remote read tasks and the tasks after which it arrives; then
+    :meth:`couple` makes every remote read depend on every worker's arrival.
+    """
+
+    def __init__(self) -> None:
+        self.reads: list[Task] = []
+        self.arrivals: list[str] = []
+
+    def join(self, reads: Sequence[Task], arrival: Sequence[str]) -> None:
+        self.reads.extend(reads)
+        self.arrivals.extend(a for a in arrival if a not in self.arrivals)
+
+    def couple(self) -> None:
+        for task in self.reads:
+            task.deps.extend(a for a in self.arrivals if a not in task.deps)
+
+
 def add_feature_reads(
     plan: Plan,
     inputs: SchemeInputs,
@@ -222,10 +247,12 @@ def add_feature_reads(
     deps: list[str],
     prefix: str,
     overlap: bool = True,
+    exchange: Exchange | None = None,
 ) -> tuple[list[str], list[str]]:
     """Plan worker ``w``'s reads of ``vertices``' input features onto its GPU: :func:`add_reads`
     of their :func:`feature_reads`."""
-    return add_reads(plan, inputs, w, iteration, feature_reads(inputs, w, vertices), deps, prefix, overlap)
+    reads = feature_reads(inputs, w, vertices)
+    return add_reads(plan, inputs, w, iteration, reads, deps, prefix, overlap, exchange)
 
 
 def add_reads(
@@ -237,6 +264,7 @@ def add_reads(
     deps: list[str],
     prefix: str,
     overlap: bool = True,
+    exchange: Exchange | None = None,
 ) -> tuple[list[str], list[str]]:
     """Plan worker ``w``'s ``reads`` (split by :func:`feature_reads`) onto its GPU.
 
@@ -244,7 +272,8 @@ def add_reads(
     ``overlap``: the reads from different sources run at once (DGL's KV store pulls the
     remote rows while it gathers the local ones); otherwise in the real feature store's
     order (:mod:`realrun.feature_store`): cache and host reads one after the other, then
-    the reads from peers together (one exchange), then those from other machines together.
+    the reads from peers together (one exchange), then those from other machines together,
+    joining ``exchange`` (the iteration's, shared by its workers; see :class:`Exchange`).
 
     A local cache hit is a gather kernel on the GPU (``gather_local``: read and write
     each row, into a tensor ``{prefix}.cached-features``); every other source is a copy into the GPU
@@ -261,6 +290,8 @@ def add_reads(
     stage: int | None = None
     previous: list[str] = []  # the reads of the stage before the current one
     current: list[str] = []  # the current stage's reads so far
+    remote: list[Task] = []
+    arrival: list[str] | None = None  # after what this worker reaches the remote exchange
     for read in reads:
         tid = f"{prefix}.{read.kind}.{read.source}"
         if not overlap:
@@ -269,6 +300,8 @@ def add_reads(
             # Cache and host reads follow each other; an exchange's reads wait for the stage before.
             deps = (current[-1:] or previous or first) if stage == 0 else (previous or first)
             current.append(tid)
+            if read.kind == "remote" and arrival is None:
+                arrival = list(deps)
         if read.kind == "local":
             plan.compute(
                 tid,
@@ -283,7 +316,7 @@ def add_reads(
             )
             tensors.append(f"{prefix}.cached-features")
         else:
-            plan.transfer(
+            task = plan.transfer(
                 tid,
                 read.source,
                 gpu,
@@ -295,7 +328,11 @@ def add_reads(
                 items=read.count,
                 carries="features",
             )
+            if read.kind == "remote":
+                remote.append(task)
         ids.append(tid)
+    if exchange is not None and not overlap:
+        exchange.join(remote, arrival if arrival is not None else (current or previous or first))
     return ids, tensors
 
 

@@ -254,6 +254,8 @@ class _Iteration:
         inputs, plan = self.inputs, self.plan
         vertices = distinct(np.concatenate([mg.input_nodes for mg in cells]), inputs.graph.num_nodes)
         deps = sorted({self.samples[w] for mg in cells for w in mg.sources})
+        if not self.overlap_reads:  # the real pre-gathering is one exchange every worker joins
+            deps = sorted(set(self.samples))
         host = inputs.host_of_worker(s)
         fetched = []
         for read in feature_reads(inputs, s, vertices):

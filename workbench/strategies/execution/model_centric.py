@@ -22,6 +22,7 @@ from __future__ import annotations
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.strategies.execution.base import (
+    Exchange,
     ExecutionScheme,
     Prefetch,
     SchemeInputs,
@@ -57,17 +58,19 @@ class ModelCentricScheme(ExecutionScheme):
         steps: list[str] = []
         for it, minibatches in enumerate(inputs.epoch):
             finals = []
+            exchange = Exchange()
             for w, mb in enumerate(minibatches):
                 prefix = f"i{it}.w{w}"
                 sample = add_sampling(plan, inputs, w, it, mb, prefix, ahead)
                 reads, gathered = add_feature_reads(
-                    plan, inputs, w, it, mb.input_nodes, [sample], prefix, self.overlap_reads
+                    plan, inputs, w, it, mb.input_nodes, [sample], prefix, self.overlap_reads, exchange
                 )
                 ready = reads or [sample]
                 if steps:
                     ready = [*ready, steps[w]]
                 sizes = block_sizes(mb)
                 finals.append(add_forward_backward(plan, inputs, w, it, sizes, ready, prefix, frees=gathered))
+            exchange.couple()
             steps = add_gradient_sync(plan, inputs, it, finals)
             ahead.record(steps)
             inputs.planned(it)
