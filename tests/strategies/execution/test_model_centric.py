@@ -188,11 +188,12 @@ def _deps(plan):
     return {t.id: set(t.deps) for t in plan.tasks}
 
 
+@pytest.mark.parametrize("scheme", ["model-centric", "p3", "naive-feature-centric"])
 @pytest.mark.parametrize("prefetch", [0, 1, 2])
-def test_sampling_runs_at_most_prefetch_minibatches_ahead_of_training(cache_dir, prefetch):
+def test_sampling_runs_at_most_prefetch_minibatches_ahead_of_training(cache_dir, prefetch, scheme):
     cfg = config(
         training={"batch_size": 8, "iterations": 5},
-        execution={"name": "model-centric", "prefetch": prefetch},
+        execution={"name": scheme, "prefetch": prefetch},
     )
     plan = prepare_run(cfg, cache_dir=cache_dir).plan()
     deps = _deps(plan)

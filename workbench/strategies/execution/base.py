@@ -406,6 +406,12 @@ class Prefetch:
         return [self.steps[j][w]] if 0 <= j < len(self.steps) and w < len(self.steps[j]) else []
 
 
+PREFETCH_HELP = (
+    "minibatches a worker samples (and gathers) ahead of the one it trains "
+    "(1: DGL's data loader; 0: one after another, as the real executor runs them)"
+)
+
+
 def check_prefetch(prefetch: int, scheme: str) -> int:
     """``prefetch`` of a scheme's table, checked: minibatches sampled ahead cannot be negative."""
     if prefetch < 0:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.strategies.execution.base import (
+    PREFETCH_HELP,
     Exchange,
     ExecutionScheme,
     Prefetch,
@@ -41,8 +42,7 @@ class ModelCentricScheme(ExecutionScheme):
     """DGL-style data parallel: features move to each worker's model copy, gradients all-reduced."""
 
     HELP = {
-        "prefetch": "minibatches a worker samples and gathers ahead of the one it trains "
-        "(1: DGL's data loader; 0: one after another, as the real executor runs them)",
+        "prefetch": PREFETCH_HELP,
         "overlap_reads": "a minibatch's feature reads from different sources run at once (DGL's KV store); "
         "false: in stages, as the real feature store runs them",
     }

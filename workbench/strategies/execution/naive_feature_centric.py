@@ -48,7 +48,9 @@ from workbench.strategies.execution._micrographs import (
     model_roots,
 )
 from workbench.strategies.execution.base import (
+    PREFETCH_HELP,
     ExecutionScheme,
+    Prefetch,
     SchemeInputs,
     add_backward,
     add_feature_reads,
@@ -56,6 +58,7 @@ from workbench.strategies.execution.base import (
     add_gradient_sync,
     add_resident_state,
     add_sampling,
+    check_prefetch,
     feature_reads,
 )
 
@@ -102,18 +105,22 @@ def stops(inputs: SchemeInputs, d: int, vertices: np.ndarray) -> list[tuple[int,
 class NaiveFeatureCentricScheme(ExecutionScheme):
     """Naive feature-centric (HopGNN's strawman): the model and its partial results travel to the features."""
 
-    HELP = {"minibatches": MINIBATCHES_HELP}
+    HELP = {"minibatches": MINIBATCHES_HELP, "prefetch": PREFETCH_HELP}
 
-    def __init__(self, minibatches: str = "global") -> None:
+    def __init__(self, minibatches: str = "global", prefetch: int = 1) -> None:
         self.minibatches = check_minibatches(minibatches, "naive-feature-centric")
+        self.prefetch = check_prefetch(prefetch, "naive-feature-centric")
 
     def build(self, inputs: SchemeInputs) -> Plan:
         n = inputs.num_workers
-        plan = self.empty_plan(inputs, minibatches=self.minibatches)
+        plan = self.empty_plan(inputs, minibatches=self.minibatches, prefetch=self.prefetch)
         add_resident_state(plan, inputs)
         steps: list[str] = []
+        ahead = Prefetch(self.prefetch)
         for it, row in enumerate(inputs.epoch):
-            samples = [add_sampling(plan, inputs, w, it, mb, f"i{it}.w{w}") for w, mb in enumerate(row)]
+            samples = [
+                add_sampling(plan, inputs, w, it, mb, f"i{it}.w{w}", ahead) for w, mb in enumerate(row)
+            ]
             roots = model_roots(inputs, row, self.minibatches)
             finals: list[str] = []
             for d in range(n):
@@ -124,6 +131,7 @@ class NaiveFeatureCentricScheme(ExecutionScheme):
                     continue
                 finals.extend(self._model(plan, inputs, it, d, mg, samples, start))
             steps = add_gradient_sync(plan, inputs, it, finals)
+            ahead.record(steps)
         return plan
 
     def _model(

@@ -71,12 +71,15 @@ from workbench.model import DTYPE_BYTES, INDEX_BYTES, ModelSpec
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.strategies.execution.base import (
+    PREFETCH_HELP,
     ExecutionScheme,
+    Prefetch,
     SchemeInputs,
     add_forward_backward,
     add_gradient_sync,
     add_sampling,
     block_sizes,
+    check_prefetch,
 )
 from workbench.strategies.sampling.base import Block, Minibatch
 
@@ -101,7 +104,10 @@ def structure_bytes(block: Block) -> int:
 class P3Scheme(ExecutionScheme):
     """P3: first layer model parallel over feature slices (partials all-to-all), the rest data parallel."""
 
-    HELP: dict[str, str] = {}
+    HELP = {"prefetch": PREFETCH_HELP}
+
+    def __init__(self, prefetch: int = 1) -> None:
+        self.prefetch = check_prefetch(prefetch, "p3")
 
     def build(self, inputs: SchemeInputs) -> Plan:
         model = inputs.model
@@ -133,7 +139,7 @@ class P3Scheme(ExecutionScheme):
         dp_model = ModelSpec(f"{model.name} layers 2..{model.num_layers}", model.layers[1:])
         dp_inputs = dataclasses.replace(inputs, model=dp_model)
 
-        plan = self.empty_plan(inputs, slice_widths=widths)
+        plan = self.empty_plan(inputs, slice_widths=widths, prefetch=self.prefetch)
         for i, gpu in enumerate(inputs.workers):
             slice_model = ModelSpec(f"{model.name} layer 1 slice {i}", (slices[i],))
             state = dp_model.training_state_bytes(inputs.optimizer) + slice_model.training_state_bytes(
@@ -148,9 +154,11 @@ class P3Scheme(ExecutionScheme):
         width = first.output_width
         dp_steps: list[str] = []
         slice_steps: list[str] = []
+        ahead = Prefetch(self.prefetch)
         for it, minibatches in enumerate(inputs.epoch):
             samples = [
-                add_sampling(plan, inputs, j, it, mb, f"i{it}.w{j}") for j, mb in enumerate(minibatches)
+                add_sampling(plan, inputs, j, it, mb, f"i{it}.w{j}", ahead)
+                for j, mb in enumerate(minibatches)
             ]
             # 1. block 0's structure to every other worker.
             ready = [
@@ -336,6 +344,9 @@ class P3Scheme(ExecutionScheme):
                 slice_steps.append(tid)
             # 6. the data-parallel layers' gradients.
             dp_steps = add_gradient_sync(plan, dp_inputs, it, finals)
+            # A worker's step ends with both its data-parallel and its slice update; the later one
+            # in the plan's order bounds how far ahead it samples.
+            ahead.record(dp_steps)
             inputs.planned(it)
         return plan
 
