@@ -60,6 +60,15 @@ has one source, same machine, quiet: 2 workers +4.1% / +5.0% (21 rounds); 1 work
 processes, 5 epochs each after a warm-up) differ by +0.6% (340 vs 338 ms), so what is left
 for one worker is not in the worker loop's own code as far as cProfile shows; not found.
 
+Later the same day (quiet, one run each, 21 rounds): 2 workers **+4.1% / +4.0%** (within 5%);
+1 worker **+6.3% / +5.8%** (above). Repeated 1-worker runs of 15 rounds gave +4.5%, +6.6% and
++7.4% of the medians: the figure moves by about 3 points from run to run, around 5-6%.
+Switching off, inside the worker processes, the trace rows, the part file and the status
+array (a scratch copy of this benchmark that patches them out) took 1 worker from +4.5%
+to +1.9% in one run and the torch-layer comparison from +4.8% to +3.3%: the per-phase
+records are about 2 points, the rest (the feature store's index lookups, the timed layer
+by layer forward, the backward hooks) within the noise of one run.
+
 Earlier figures on a loaded machine (plain-PyTorch layers in (A)): +3.4% (2 workers) and
 +6.7% (1 worker) against (B).
 
