@@ -64,10 +64,10 @@ Later the same day (quiet, one run each, 21 rounds): 2 workers **+4.1% / +4.0%**
 1 worker **+6.3% / +5.8%** (above). Repeated 1-worker runs of 15 rounds gave +4.5%, +6.6% and
 +7.4% of the medians: the figure moves by about 3 points from run to run, around 5-6%.
 Switching off, inside the worker processes, the trace rows, the part file and the status
-array (a scratch copy of this benchmark that patches them out) took 1 worker from +4.5%
-to +1.9% in one run and the torch-layer comparison from +4.8% to +3.3%: the per-phase
-records are about 2 points, the rest (the feature store's index lookups, the timed layer
-by layer forward, the backward hooks) within the noise of one run.
+array (a scratch copy of this benchmark that patches them out) gave, in three consecutive
+1-worker runs, +4.5% and +7.4% unpatched around +1.9% patched (torch layers: +4.8% and
++3.3%): the per-phase records are about 2-3 points; the rest (the feature store's index
+lookups, the layer-by-layer forward, the backward hooks) is within the noise of one run.
 
 Earlier figures on a loaded machine (plain-PyTorch layers in (A)): +3.4% (2 workers) and
 +6.7% (1 worker) against (B).
