@@ -196,6 +196,7 @@ def launch(
     emulate_network: bool = False,
     link_bandwidth_bps: float | None = None,
     layers: str = "auto",
+    state: str | Path | None = None,
 ) -> RunSummary:
     """Run ``prepared`` for real with one process per worker; raises :class:`WorkerFailure` naming
     the worker when one dies or hangs (after writing what the workers recorded).
@@ -205,7 +206,10 @@ def launch(
 
     ``emulate_network``: every worker in its own network namespace, links shaped to
     ``link_bandwidth_bps`` bits/s (default: the cluster's network link), see
-    :mod:`realrun.network`; the namespaces are removed when the run ends, however it ends."""
+    :mod:`realrun.network`; the namespaces are removed when the run ends, however it ends.
+
+    ``state``: a file the workers read the model and optimizer state from at the start (when it
+    exists) and rank 0 writes at the end, so one training continues over several launches."""
     if not time_limit > 0 or not collective_timeout > 0:
         raise ConfigError("--time-limit and --collective-timeout must be positive")
     from realrun.layers import layer_backend
@@ -219,6 +223,7 @@ def launch(
         return _launch(
             prepared, plan, config_path, device=device, out=out, epochs=epochs, evaluate=evaluate,
             time_limit=time_limit, collective_timeout=collective_timeout, port=port, net=net, layers=chosen,
+            state=state,
         )  # fmt: skip
     raise AssertionError("unreachable")  # pragma: no cover - the with block returns or raises
 
@@ -256,6 +261,7 @@ def _launch(
     port: int,
     net: Any,
     layers: str,
+    state: str | Path | None = None,
 ) -> RunSummary:
     import torch.multiprocessing as mp
 
@@ -284,6 +290,7 @@ def _launch(
         else f"tcp://127.0.0.1:{free_port(port)}",
         fault=check_fault(os.environ.get(FAULT_ENV)),
         layers=layers,
+        state=str(state) if state is not None else None,
     )
     # The workers load the setup (graph, epoch, plan index: megabytes) from a file. Handed
     # through spawn's pipe instead, a worker that dies while starting would leave the launcher

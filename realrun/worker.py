@@ -70,6 +70,9 @@ class WorkerSetup:
     fault: str | None = None
     collect: bool = False  # gather every part file to rank 0 at the end (torchrun)
     layers: str = "auto"  # realrun.layers.LAYER_CHOICES: DGL's layers where DGL runs, else plain PyTorch
+    # The model and optimizer state, read at the start when the file exists and written by rank 0
+    # at the end: one training continued over several launches (the online ROC loop).
+    state: str | None = None
 
 
 def part_path(parts: str | Path, rank: int) -> Path:
@@ -207,6 +210,10 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
         on_comm=status.comm,
     )
     scheme.setup(ctx)
+    if setup.state and Path(setup.state).exists():
+        saved = torch.load(setup.state, map_location=device)
+        ctx.state["model"].load_state_dict(saved["model"])
+        ctx.state["optimizer"].load_state_dict(saved["optimizer"])
     status.phase("barrier")
     status.comm(True)
     dist.barrier()
@@ -256,6 +263,10 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
     status.comm(True)
     dist.barrier()
     status.comm(False)
+    if setup.state and rank == 0:  # every worker holds the same model after the last step
+        saved = {"model": ctx.state["model"].state_dict(), "optimizer": ctx.state["optimizer"].state_dict()}
+        torch.save(saved, setup.state + ".tmp")
+        os.replace(setup.state + ".tmp", setup.state)
     log.write({"t": "done", "rank": rank})
     status.phase("done")
     if setup.collect:

@@ -17,9 +17,10 @@ features in its host memory) and a full copy of the model. Per training iteratio
    (``halograd{l}.to{q}``, ``l > 0``: input features take no gradient);
 4. the gradients all-reduced (summed, divided by the workers) and the optimizer step.
 
-The partition is the run's, fixed for the run: the online ROC loop (the partitioner refit each
-iteration to the measured layer times, :mod:`workbench.online`) runs in simulation only, and
-memory policies other than ``resident`` have no real executor (``PLAN_PARAMS``).
+The partition is the plan's. ``gnnwb realrun --online`` runs ROC's online loop for real
+(:mod:`realrun.online`): one iteration per launch, the partitioner refit to the layer times the
+workers measured before the next is planned, the model carried over. Memory policies other
+than ``resident`` have no real executor (``PLAN_PARAMS``).
 """
 
 from __future__ import annotations
@@ -196,12 +197,18 @@ class _HaloRows(torch.autograd.Function):
         return (own, None, None, *([None] * len(fctx.sizes)))
 
 
+def plan_iterations(ctx: WorkerContext) -> list[int]:
+    """The iterations the run's plan has: all of the run's, or one (the online loop plans and
+    launches one iteration at a time, ``workbench.online.train_online``)."""
+    return sorted({int(task.split(".", 1)[0][1:]) for task in ctx.task_index if task[:1] == "i"})
+
+
 def run_epoch(ctx: WorkerContext, epoch: int) -> dict[str, Any]:
     """Train the plan's iterations, each over the whole graph; returns this worker's loss sum,
     correct predictions and training-vertex count."""
     setup(ctx)
     totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
-    for it in range(ctx.inputs.num_iterations):
+    for it in plan_iterations(ctx):
         loss, correct, seeds = iteration(ctx, it)
         totals["loss_sum"] += loss
         totals["correct"] += correct

@@ -115,3 +115,33 @@ def test_a_memory_policy_has_no_real_executor(tmp_path: Path) -> None:
     config.write_text(CONFIG.format(hardware="hopgnn-4xa100-10gbe", execution='memory_policy = "lru"'))
     with pytest.raises(ConfigError, match="memory_policy"):
         prepare_real_run(config, 2, "cpu")
+
+
+def test_the_online_loop_trains_one_model_over_its_launches(tmp_path: Path) -> None:
+    """``--online``: ROC's loop for real, one launch per iteration with the partitioner refit in
+    between. The model carries over, so its losses are those of one run training as many steps
+    (full-graph training does not depend on the partition), and every launch moves its plan's bytes."""
+    import pandas as pd
+
+    from realrun.online import run_online
+
+    text = CONFIG.format(hardware="hopgnn-4xa100-10gbe", execution="").replace(
+        'name = "random"', 'name = "roc"'
+    )
+    online_config = tmp_path / "online.toml"
+    online_config.write_text(text)
+    prepared, _, _ = prepare_real_run(online_config, 2, "cpu")
+    done = run_online(prepared, online_config, tmp_path / "online", collective_timeout=60)
+    assert [r.iteration for r in done.records] == [0, 1, 2]
+    assert all(s.results[-1]["bytes_match_plan"] for s in done.summaries)
+    assert all((r.layer_seconds > 0).all() for r in done.records)  # what the partitioner learned from
+    table = pd.read_csv(tmp_path / "online" / "online.csv")
+    assert len(table) == 3 and table["bytes_match_plan"].all()
+
+    steps = tmp_path / "steps.toml"  # the same three steps as one run: one iteration per epoch
+    steps.write_text(text.replace("iterations = 3", "iterations = 1"))
+    prepared, plan, _ = prepare_real_run(steps, 2, "cpu")
+    alone = launch(prepared, plan, steps, out=tmp_path / "steps", epochs=3, collective_timeout=60)
+    assert [s.results[-1]["loss"] for s in done.summaries] == pytest.approx(
+        [row["loss"] for row in alone.results], rel=1e-5
+    )

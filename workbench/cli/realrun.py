@@ -12,6 +12,7 @@ The executor is imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -92,6 +93,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --emulate-network: each link's rate, e.g. 100Mbit, 1Gbit, 12.5MB/s "
         "(default: the configured cluster's network link)",
     )
+    p.add_argument(
+        "--online",
+        action="store_true",
+        help="ROC's online loop (roc-fullgraph): one launch per iteration, the partitioner refit to the "
+        "layer times the workers measured before the next iteration is planned, the model carried over",
+    )
     p.set_defaults(handler=run_realrun)
 
 
@@ -126,6 +133,8 @@ def run_realrun(args: argparse.Namespace) -> int:
         f"iterations, {len(plan.tasks):,} planned tasks",
         flush=True,
     )
+    if args.online:
+        return _run_online(args, prepared, config, link_bandwidth)
     summary = launch(
         prepared,
         plan,
@@ -144,4 +153,41 @@ def run_realrun(args: argparse.Namespace) -> int:
     for line in phase_table(read_trace(summary.out / "trace.parquet")):
         print(line)
     print(summary.describe())
+    return 0
+
+
+def _run_online(args: argparse.Namespace, prepared: Any, config: Any, link_bandwidth: float | None) -> int:
+    from pathlib import Path
+
+    from realrun.launcher import DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_TIME_LIMIT, default_out
+    from realrun.online import run_online
+    from workbench.errors import ConfigError
+
+    if args.epochs is not None:
+        raise ConfigError("--online trains the configuration's iterations, one launch each; drop --epochs")
+    out = Path(args.out) if args.out else default_out(config)
+    done = run_online(
+        prepared,
+        args.config,
+        out,
+        device=args.device,
+        evaluate=not args.no_eval,
+        time_limit=args.time_limit or DEFAULT_TIME_LIMIT,
+        collective_timeout=args.collective_timeout or DEFAULT_COLLECTIVE_TIMEOUT,
+        port=args.port,
+        emulate_network=args.emulate_network,
+        link_bandwidth_bps=link_bandwidth,
+        layers=args.layers,
+    )
+    for record, summary in zip(done.records, done.summaries, strict=True):
+        result = summary.results[-1]
+        bounds = " ".join(map(str, record.boundaries)) or "not contiguous"
+        print(
+            f"iteration {record.iteration}: {record.seconds * 1e3:.1f} ms, loss {result['loss']:.4f}, "
+            f"parts {bounds}, bytes match plan: {result['bytes_match_plan']}"
+        )
+    test = done.summaries[-1].results[-1].get("test_acc") if done.summaries else None
+    if test is not None and test == test:
+        print(f"test accuracy after the last iteration: {test:.3f}")
+    print(f"wrote {out}/: online.csv, trace.parquet, one folder per iteration (i0/, i1/, ...)")
     return 0
