@@ -162,9 +162,11 @@ WHY = {
     "a 2-core machine) and the iteration goes at the slowest one's pace, while the simulated workers "
     "are alike: calibration fits each exchange to its last row's end, which predicts the pace but "
     "not the spread between workers.",
-    ("allreduce", "+"): "allreduce: without point-to-point rows (--no-microbench) the exchanges' "
-    "protocol is folded into the network's latency, which the simulated ring all-reduce then pays on "
-    "every step; the training all-reduce rows have one size and cannot pin latency on their own.",
+    ("allreduce", "+"): "allreduce: calibration fits a collective to its last row's end (the slower "
+    "worker's), so every simulated worker spends that long in it, while the measured early worker "
+    "spends part of it waiting before; and without point-to-point rows (--no-microbench) the "
+    "exchanges' protocol is folded into the network's latency, which the simulated ring all-reduce "
+    "then pays on every step.",
     ("allreduce", "-"): "allreduce: a measured all-reduce row starts when its worker arrives, so it "
     "includes waiting for the slower worker, while the simulated collective starts when both are "
     "ready and its wait is idle time, not all-reduce.",
