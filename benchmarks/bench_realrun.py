@@ -68,6 +68,10 @@ array (a scratch copy of this benchmark that patches them out) gave, in three co
 1-worker runs, +4.5% and +7.4% unpatched around +1.9% patched (torch layers: +4.8% and
 +3.3%): the per-phase records are about 2-3 points; the rest (the feature store's index
 lookups, the layer-by-layer forward, the backward hooks) is within the noise of one run.
+A py-spy profile (500 Hz, 20 s of a 1-worker run) puts those records at 0.8% of (A)'s
+samples; against (C) the extra is spread thin (block building ~+1.5%, all-reduce and step
+~+1.5%, backward a few percent), and timing backward by hooks costs nothing measurable in
+one process (115-123 ms per 31 backward passes with or without them). No single cause found.
 
 Earlier figures on a loaded machine (plain-PyTorch layers in (A)): +3.4% (2 workers) and
 +6.7% (1 worker) against (B).
