@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,6 +260,7 @@ def backward_by_layer(
     prefix: str,
     iteration: int,
     finish: Callable[[], None] | None = None,
+    resume: Mapping[int, float] | None = None,
 ) -> None:
     """One backward pass from ``loss`` through the layers whose inputs are ``inputs`` (layer 0
     first), each layer's share recorded as plan task ``{prefix}.bwd{l}``.
@@ -268,6 +269,8 @@ def backward_by_layer(
     that layer's backward is done and the one below starts (the clock synchronises the
     device first on a GPU, so the note is when the work finished). ``finish`` runs at the
     end of layer 0's share (hopgnn adds the gradient to its model's accumulator there).
+    ``resume[l]``, filled during the pass: when the layer below ``l`` starts, where work between
+    them is recorded as tasks of its own (roc-fullgraph's halo gradient exchange).
     """
     stamps: dict[int, float] = {}
 
@@ -293,4 +296,4 @@ def backward_by_layer(
     for layer in range(top, -1, -1):
         done = stamps.get(layer, begin) if layer else end
         ctx.row(f"{prefix}.bwd{layer}", "backward", begin, done)
-        begin = done
+        begin = resume.get(layer, done) if resume is not None else done

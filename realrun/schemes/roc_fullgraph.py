@@ -35,7 +35,7 @@ from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock
-from realrun.schemes.base import WorkerContext, all_reduce_and_step
+from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer
 from realrun.schemes.model_centric import evaluate
 from realrun.schemes.model_centric import setup as setup_model
 from workbench.strategies.execution.roc_fullgraph import RESIDENT, _phase
@@ -247,37 +247,11 @@ def iteration(ctx: WorkerContext, it: int) -> tuple[float, int, int]:
     labels = labels.to(ctx.device)
     # Summed over the workers and divided by them (the all-reduce), these are the gradients of
     # the mean loss over every training vertex of the graph.
-    loss = F.cross_entropy(logits, labels, reduction="sum") * (ctx.world / max(ctx.state["train_total"], 1))
+    summed = F.cross_entropy(logits, labels, reduction="sum")
+    loss = summed * (ctx.world / max(ctx.state["train_total"], 1))
     correct = int((logits.argmax(dim=1) == labels).sum())
-    loss_sum = float(F.cross_entropy(logits, labels, reduction="sum").detach()) if labels.numel() else 0.0
-    _backward(ctx, loss, inputs, prefix, it, halo)
+    loss_sum = float(summed.detach()) if labels.numel() else 0.0
+    # A layer's halo gradients go back between its backward and the next one down (their own tasks).
+    backward_by_layer(ctx, loss, inputs, prefix, it, resume=halo.resume)
     all_reduce_and_step(ctx, it, torch.cat([p.grad.reshape(-1) for p in ctx.state["params"]]))
     return loss_sum, correct, int(labels.shape[0])
-
-
-def _backward(
-    ctx: WorkerContext, loss: torch.Tensor, inputs: list[torch.Tensor], prefix: str, it: int, halo: Halo
-) -> None:
-    """One backward pass; layer ``l``'s share ends when the gradient of its input is complete (a
-    hook) and the next layer down starts once the halo gradients of ``l`` have been exchanged."""
-    stamps: dict[int, float] = {}
-
-    def note(layer: int) -> Any:
-        def hook(_grad: torch.Tensor) -> None:
-            stamps[layer] = ctx.now()
-
-        return hook
-
-    handles = [x.register_hook(note(layer)) for layer, x in enumerate(inputs) if layer and x.requires_grad]
-    ctx.status.phase("backward", it)
-    begin = ctx.now()
-    try:
-        loss.backward()
-    finally:
-        for handle in handles:
-            handle.remove()
-    end = ctx.now()
-    for layer in range(len(inputs) - 1, -1, -1):
-        done = stamps.get(layer, begin) if layer else end
-        ctx.row(f"{prefix}.bwd{layer}", "backward", begin, done)
-        begin = halo.resume.get(layer, done)
