@@ -114,6 +114,8 @@ def run_realrun(args: argparse.Namespace) -> int:
 
     if args.epochs is not None and args.epochs < 1:
         raise ConfigError(f"--epochs must be >= 1, got {args.epochs}")
+    if args.online and args.epochs is not None:
+        raise ConfigError("--online trains the configuration's iterations, one launch each; drop --epochs")
     link_bandwidth = None
     if args.link_bandwidth is not None:
         from realrun.network import parse_link_bandwidth
@@ -133,52 +135,33 @@ def run_realrun(args: argparse.Namespace) -> int:
         f"iterations, {len(plan.tasks):,} planned tasks",
         flush=True,
     )
+    options = {  # every launch's, the online loop's included
+        "device": args.device,
+        "evaluate": not args.no_eval,
+        "time_limit": args.time_limit or DEFAULT_TIME_LIMIT,
+        "collective_timeout": args.collective_timeout or DEFAULT_COLLECTIVE_TIMEOUT,
+        "port": args.port,
+        "emulate_network": args.emulate_network,
+        "link_bandwidth_bps": link_bandwidth,
+        "layers": args.layers,
+    }
     if args.online:
-        return _run_online(args, prepared, config, link_bandwidth)
-    summary = launch(
-        prepared,
-        plan,
-        args.config,
-        device=args.device,
-        out=args.out,
-        epochs=args.epochs,
-        evaluate=not args.no_eval,
-        time_limit=args.time_limit or DEFAULT_TIME_LIMIT,
-        collective_timeout=args.collective_timeout or DEFAULT_COLLECTIVE_TIMEOUT,
-        port=args.port,
-        emulate_network=args.emulate_network,
-        link_bandwidth_bps=link_bandwidth,
-        layers=args.layers,
-    )
+        return _run_online(args, prepared, config, options)
+    summary = launch(prepared, plan, args.config, out=args.out, epochs=args.epochs, **options)
     for line in phase_table(read_trace(summary.out / "trace.parquet")):
         print(line)
     print(summary.describe())
     return 0
 
 
-def _run_online(args: argparse.Namespace, prepared: Any, config: Any, link_bandwidth: float | None) -> int:
+def _run_online(args: argparse.Namespace, prepared: Any, config: Any, options: dict[str, Any]) -> int:
     from pathlib import Path
 
-    from realrun.launcher import DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_TIME_LIMIT, default_out
+    from realrun.launcher import default_out
     from realrun.online import run_online
-    from workbench.errors import ConfigError
 
-    if args.epochs is not None:
-        raise ConfigError("--online trains the configuration's iterations, one launch each; drop --epochs")
     out = Path(args.out) if args.out else default_out(config)
-    done = run_online(
-        prepared,
-        args.config,
-        out,
-        device=args.device,
-        evaluate=not args.no_eval,
-        time_limit=args.time_limit or DEFAULT_TIME_LIMIT,
-        collective_timeout=args.collective_timeout or DEFAULT_COLLECTIVE_TIMEOUT,
-        port=args.port,
-        emulate_network=args.emulate_network,
-        link_bandwidth_bps=link_bandwidth,
-        layers=args.layers,
-    )
+    done = run_online(prepared, args.config, out, **options)
     for record, summary in zip(done.records, done.summaries, strict=True):
         result = summary.results[-1]
         bounds = " ".join(map(str, record.boundaries)) or "not contiguous"
