@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +57,21 @@ def tiny_config(scheme: str = "model-centric", **values: object) -> str:
         "execution": "",
     }
     return TINY.format(scheme=scheme, **{**defaults, **values})
+
+
+def assert_trace_is_the_plan(trace: Any, plan: Any, epochs: int) -> None:
+    """Each epoch's rows are the plan's tasks, each once (a collective once per device), nothing
+    else; every row has its task's kind and phase, a transfer its source, destination and bytes."""
+    expected = Counter({t.id: len(t.devices) if t.kind == "collective" else 1 for t in plan.tasks})
+    for epoch in range(epochs):
+        assert Counter(trace.loc[trace["epoch"] == epoch, "task"]) == expected, epoch
+    by_id = {t.id: t for t in plan.tasks}
+    for row in trace.itertuples(index=False):
+        task = by_id[row.task]
+        assert (row.kind, row.phase) == (task.kind, task.phase)
+        if task.kind == "transfer":
+            assert (row.src, row.dst, row.bytes) == (task.src, task.dst, task.bytes)
+    assert (trace["end"] >= trace["start"]).all()
 
 
 @pytest.fixture

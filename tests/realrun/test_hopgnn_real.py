@@ -24,7 +24,7 @@ from realrun.schemes.hopgnn import cut_cell, iteration_schedule
 from realrun.traces import planned_phase_bytes, read_parts
 from workbench.trace import read_trace
 
-from .conftest import tiny_config
+from .conftest import assert_trace_is_the_plan, tiny_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "configs" / "hopgnn-sbm-real.toml"
 
@@ -126,15 +126,7 @@ def test_real_bytes_per_phase_equal_the_plans(switched_run) -> None:
 def test_trace_rows_are_the_plans_tasks(switched_run) -> None:
     _, prepared, plan, summary = switched_run
     trace = read_trace(summary.out / "trace.parquet")
-    expected = Counter({t.id: len(t.devices) if t.kind == "collective" else 1 for t in plan.tasks})
-    for epoch in (0, 1):
-        assert Counter(trace[trace["epoch"] == epoch]["task"]) == expected
-    by_id = {t.id: t for t in plan.tasks}
-    for row in trace.itertuples(index=False):
-        task = by_id[row.task]
-        assert (row.kind, row.phase) == (task.kind, task.phase)
-        if task.kind == "transfer":
-            assert (row.src, row.dst, row.bytes) == (task.src, task.dst, task.bytes)
+    assert_trace_is_the_plan(trace, plan, epochs=2)
     migrations = trace[trace["phase"] == "migrate"]
     assert set(migrations["engine"]) == {"net"}  # one GPU per server: every migration crosses the network
     assert (trace["end"] >= trace["start"]).all() and (trace["start"] >= trace["ready"]).all()
