@@ -129,19 +129,21 @@ def cut_trees(mb: Minibatch, groups: list[np.ndarray], edge_sources: bool = Fals
         for bit, positions in enumerate(chunk):
             mask[np.asarray(positions, dtype=np.int64)] |= np.int64(1) << bit
         sizes = np.zeros((len(blocks), labels, 3), dtype=np.int64)
-        dst_mask = mask
+        dst_mask, dst_counts = mask, _kernels.label_counts(mask, labels)
         for layer in range(len(blocks) - 1, -1, -1):
             block = blocks[layer]
             offsets, order = block.dst_grouping()
             src_mask, edges = _kernels.spread_labels(
                 dst_mask, offsets, order, block.edge_src, block.num_src, labels
             )
-            sizes[layer, :, 1] = _kernels.label_counts(dst_mask, labels)
-            sizes[layer, :, 2] = edges
-            sizes[layer, :, 0] = _kernels.label_counts(src_mask, labels)
             if layer:
-                dst_mask = src_mask  # blocks[l].src_nodes == blocks[l - 1].dst_nodes
-        members, starts = _kernels.label_members(src_mask, labels)
+                src_counts = _kernels.label_counts(src_mask, labels)
+            else:  # the input layer's sources themselves, counted on the way
+                members, starts = _kernels.label_members(src_mask, labels)
+                src_counts = np.diff(starts)
+            sizes[layer, :, 0], sizes[layer, :, 1], sizes[layer, :, 2] = src_counts, dst_counts, edges
+            if layer:  # blocks[l].src_nodes == blocks[l - 1].dst_nodes
+                dst_mask, dst_counts = src_mask, src_counts
         for bit in range(labels):
             ids = blocks[0].src_nodes[members[starts[bit] : starts[bit + 1]]]
             sources = None

@@ -65,6 +65,7 @@ from workbench.strategies.execution._micrographs import (
     model_roots,
 )
 from workbench.strategies.execution.base import (
+    PREFETCH_HELP,
     ExecutionScheme,
     Prefetch,
     SchemeInputs,
@@ -90,7 +91,7 @@ class HopGNNScheme(ExecutionScheme):
         "merge": "micrograph merging (All; needs micrographs): drop `merges` time steps per iteration",
         "merges": "time steps merged away per iteration when merging, 1..N-1 (N - 1: one step left)",
         "minibatches": MINIBATCHES_HELP,
-        "prefetch": ModelCentricScheme.HELP["prefetch"],
+        "prefetch": PREFETCH_HELP,
         "overlap_reads": ModelCentricScheme.HELP["overlap_reads"],
     }
 
