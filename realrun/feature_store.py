@@ -137,6 +137,8 @@ class FeatureStore:
         machine = int(inputs.worker_machine[rank])
         self.host_vertices = np.flatnonzero(inputs.vertex_machine == machine).astype(np.int64)
         self.host_index = _index_of(self.host_vertices, n)
+        # One machine holds every vertex: a vertex's host row is its id (no lookup per read).
+        self.host_is_all = self.host_vertices.shape[0] == n
         host = torch.from_numpy(np.ascontiguousarray(features(self.host_vertices), dtype=np.float32))
         self.host = host.pin_memory() if device.type == "cuda" else host
         if inputs.placement is not None:
@@ -226,7 +228,9 @@ class FeatureStore:
                 timings.append(ReadTiming(task, "gather_local", start, end, nbytes))
             elif read.kind == "host":
                 start = self.clock()
-                index = torch.from_numpy(self.host_index[read.vertices])
+                index = torch.from_numpy(
+                    read.vertices if self.host_is_all else self.host_index[read.vertices]
+                )
                 if self.device.type == "cuda":
                     # Gather into pinned memory, then one DMA copy to the device.
                     staged = self._staging(index.shape[0])

@@ -44,6 +44,7 @@ STATUS_PHASES = (
 )
 # Long local work the others may wait for in a collective without it being a hang (the
 # time limit still bounds it).
+PHASE_CODE = {name: code for code, name in enumerate(STATUS_PHASES)}
 UNWATCHED_PHASES = ("starting", "setup", "evaluate", "done")
 STATUS_FIELDS = ("phase", "iteration", "epoch", "in_comm", "since", "joined")
 # Engine of each phase's rows, in the simulator's vocabulary (workbench/trace.py).
@@ -66,6 +67,7 @@ class Status:
     def __init__(self, array: Any | None, rank: int) -> None:
         self.array = array
         self.base = rank * len(STATUS_FIELDS)
+        self.slot = {name: self.base + k for k, name in enumerate(STATUS_FIELDS)}
         # The worker's own copy: an error report says where the worker was.
         self.where = "starting"
         self.iteration = -1
@@ -74,11 +76,11 @@ class Status:
 
     def _put(self, name: str, value: float) -> None:
         if self.array is not None:
-            self.array[self.base + STATUS_FIELDS.index(name)] = float(value)
+            self.array[self.slot[name]] = float(value)
 
     def phase(self, name: str, iteration: int | None = None, epoch: int | None = None) -> None:
         self.where = name
-        self._put("phase", STATUS_PHASES.index(name))
+        self._put("phase", PHASE_CODE[name])
         if iteration is not None:
             self.iteration = iteration
             self._put("iteration", iteration)
@@ -118,9 +120,21 @@ class PartLog:
         self.path = path
         self.file = path.open("w", buffering=1)
         self.pending: list[str] = []
+        self._quoted: dict[str, str] = {}  # device name -> its JSON string
 
-    def add_row(self, record: dict[str, Any]) -> None:
-        self.pending.append(json.dumps(record, separators=(",", ":")))
+    def add_row(
+        self, task: int, device: str, engine: str, start: float, end: float, nbytes: int, epoch: int
+    ) -> None:
+        """One trace row, as the JSON object ``{"t": "row", "task": ..., "epoch": ...}`` (formatted
+        here rather than by ``json.dumps``: a row per phase made the encoder a visible share of a
+        small CPU iteration, ``benchmarks/bench_realrun.py``; a test holds the two equal)."""
+        quoted = self._quoted.get(device)
+        if quoted is None:
+            quoted = self._quoted[device] = json.dumps(device)
+        self.pending.append(
+            f'{{"t":"row","task":{task:d},"device":{quoted},"engine":"{engine}",'
+            f'"start":{float(start)!r},"end":{float(end)!r},"bytes":{nbytes:d},"epoch":{epoch:d}}}'
+        )
 
     def flush(self) -> None:
         if self.pending:
@@ -157,6 +171,9 @@ class WorkerContext:
     fault: str | None = None  # test-only fault injection (realrun.worker.FAULT_ENV)
     layers: LayerBackend = field(default_factory=lambda: LayerBackend("torch"))  # which layers train
 
+    def __post_init__(self) -> None:
+        self._sync = self.device.type == "cuda"  # now() runs a few times per phase
+
     def begin_iteration(self, iteration: int) -> None:
         """Schemes call this first in every iteration."""
         self.log.flush()  # the previous iteration's rows
@@ -177,7 +194,7 @@ class WorkerContext:
 
     def now(self) -> float:
         """Seconds since the run's start, after the device has finished what was queued."""
-        if self.device.type == "cuda":
+        if self._sync:
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - self.t0
 
@@ -197,16 +214,13 @@ class WorkerContext:
         if task not in self.task_index:
             raise RuntimeError(f"worker {self.rank} ran task {task!r}, which the plan does not have")
         self.log.add_row(
-            {
-                "t": "row",
-                "task": self.task_index[task],
-                "device": device or self.gpu,
-                "engine": engine or PHASE_ENGINE.get(phase, "compute"),
-                "start": start,
-                "end": end,
-                "bytes": int(nbytes),
-                "epoch": self.epoch,
-            }
+            self.task_index[task],
+            device or self.gpu,
+            engine or PHASE_ENGINE.get(phase, "compute"),
+            start,
+            end,
+            int(nbytes),
+            self.epoch,
         )
 
     def comm(self, busy: bool) -> None:
