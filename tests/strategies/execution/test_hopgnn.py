@@ -227,6 +227,15 @@ def test_the_real_executors_order_changes_dependencies_not_bytes(switches):
         assert not near & loose_deps[tid]  # overlapped: beside them
         staged += len(near)
     assert staged or not shares
+    # The real worker makes its pre-gathering exchange (its own fetch, and serving the other's)
+    # before any cell's reads: staged, every near read waits for both fetches of its iteration.
+    fetches = {tid for tid in deps if ".pregather." in tid}
+    assert bool(fetches) == ("pregather" not in switches)
+    for tid in deps:
+        if ".local." in tid or ".host." in tid:
+            it = tid.split(".")[0]
+            assert {f for f in fetches if f.startswith(it + ".")} <= deps[tid]
+            assert not fetches & loose_deps[tid]
 
 
 def test_naive_feature_centric_carries_the_model_and_partials_instead_of_features():

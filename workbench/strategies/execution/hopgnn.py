@@ -221,6 +221,11 @@ class _Iteration:
         self.pregather = pregather
         self.overlap_reads = overlap_reads
         self.pregathered: dict[int, list[tuple[str, str]]] = {}  # per server, (task, tensor) per source
+        # Staged (not overlap_reads): per server, the pre-gathering fetches its exchange waits for
+        # (its own and those served from its host). The real worker is one serial process that
+        # makes the exchange before any cell's reads, so its near reads start after them.
+        self.exchange: dict[int, list[str]] = {}
+        self.fetches: list[tuple[int, str, str]] = []  # (server, pre-gathering task, source host)
 
     def run(self, kept: list[int], cells: list[list[Micrographs]]) -> list[str]:
         n = self.inputs.num_workers
@@ -234,6 +239,10 @@ class _Iteration:
             for s in range(n):
                 mine = [cells[d][j] for d in range(n) for j in range(len(kept)) if where[d][j] == s]
                 self._pregather(s, [mg for mg in mine if mg.num_roots])
+            if not self.overlap_reads:
+                for s in range(n):
+                    host = self.inputs.host_of_worker(s)
+                    self.exchange[s] = [t for w, t, src in self.fetches if w == s or src == host]
         final = {}  # per server, the kept step of the last cell it runs
         for d in range(n):
             for j in range(len(kept)):
@@ -279,6 +288,7 @@ class _Iteration:
                 allocate={tensor: nbytes},
             )
             fetched.append((tid, tensor))
+            self.fetches.append((s, tid, read.source))
         self.pregathered[s] = fetched
 
     def _cell(self, d: int, s: int, t: int, mg: Micrographs, final: bool) -> None:
@@ -294,7 +304,8 @@ class _Iteration:
             reads = feature_reads(inputs, s, mg.input_nodes)
             near = [r for r in reads if r.kind != "remote"]
             far = sum(r.count for r in reads if r.kind == "remote")
-            ids, gathered = add_reads(plan, inputs, s, it, near, read_deps, prefix, self.overlap_reads)
+            near_deps = read_deps + self.exchange.get(s, [])
+            ids, gathered = add_reads(plan, inputs, s, it, near, near_deps, prefix, self.overlap_reads)
             fetched = self.pregathered.get(s, [])
             if far:
                 tid = f"{prefix}.pregathered"
