@@ -167,14 +167,16 @@ class FeatureStore:
 
     # ---- one minibatch's input features ---------------------------------------------------------
     def gather(
-        self, vertices: np.ndarray, prefix: str, *, remote: bool = True
+        self, vertices: np.ndarray, prefix: str, *, remote: bool = True, leave_remote: bool = False
     ) -> tuple[torch.Tensor, list[ReadTiming]]:
         """The features of ``vertices`` (unique ids) on the device, in their order, and each read's timing.
 
         ``prefix``: the plan's task prefix (``i{iteration}.w{worker}``); read ``k`` from
         ``source`` is plan task ``{prefix}.{k}.{source}``. ``remote=False``: no worker takes
         part in a remote exchange in this call (``hopgnn`` pre-gathered its remote features
-        with :meth:`fetch_remote`), so ``vertices`` must all be on this machine.
+        with :meth:`fetch_remote`), so ``vertices`` must all be on this machine, unless
+        ``leave_remote``: then their rows are left for the caller to fill (uninitialised), and
+        the other reads go straight to their places in the output (no second copy).
         """
         vertices = np.asarray(vertices, dtype=np.int64)
         reads = feature_reads(self.inputs, self.rank, vertices)
@@ -247,6 +249,8 @@ class FeatureStore:
                 peer = self.gpu_worker[read.source]
                 peer_requests[peer] = read.vertices
                 peer_tasks[peer] = task
+            elif not remote and leave_remote:
+                continue
             elif not remote:
                 raise RuntimeError(
                     f"worker {self.rank}: {read.count} vertices of {prefix} live on {read.source}, "

@@ -368,17 +368,12 @@ def read_features(
         for read in timings:
             ctx.row(read.task, read.phase, read.start, read.end, read.nbytes)
         return x
-    reads = feature_reads(ctx.inputs, ctx.rank, vertices)
-    near = [r.vertices for r in reads if r.kind != "remote"]
-    far = [r.vertices for r in reads if r.kind == "remote"]
-    near_vertices = np.concatenate(near) if near else np.zeros(0, dtype=np.int64)
-    rows, timings = ctx.store.gather(near_vertices, prefix, remote=False)
+    # The near reads land in their rows of x as they are read (inside their timed rows: an
+    # untimed copy of them afterwards is work the plan has no task for); the far rows follow.
+    x, timings = ctx.store.gather(vertices, prefix, remote=False, leave_remote=True)
     for read in timings:
         ctx.row(read.task, read.phase, read.start, read.end, read.nbytes)
-    if cell is None:
-        return rows
-    x = torch.empty((vertices.shape[0], ctx.store.dim), dtype=torch.float32, device=ctx.device)
-    x[torch.from_numpy(np.searchsorted(vertices, near_vertices)).to(ctx.device)] = rows
+    far = [r.vertices for r in feature_reads(ctx.inputs, ctx.rank, vertices) if r.kind == "remote"]
     if far:
         # The cell's share of the pre-gathered rows: from host memory to the device.
         start = ctx.now()

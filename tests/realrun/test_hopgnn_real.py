@@ -180,3 +180,27 @@ def test_hopgnn_trains_like_model_centric_and_fetches_fewer_remote_bytes(tmp_pat
     }
     assert (remote["hop"] < remote["mc"]).all()
     assert list(remote["hop"]) == list(hop["measured_gather_remote_bytes"])
+
+
+def test_near_reads_land_in_place_and_remote_rows_are_left(tmp_path: Path) -> None:
+    """A pre-gathering cell's read (``leave_remote``): every vertex not on another machine gets its
+    own feature row in the request's order, by the reads the plan names; no remote read is made."""
+    from realrun.feature_store import ByteCounter, FeatureStore
+    from workbench.strategies.execution.base import feature_reads
+
+    prepared, _, _ = prepare_real_run(write_tiny(tmp_path / "tiny.toml", **SWITCHES["All"]), 4, "cpu")
+    inputs = prepared.inputs
+    features = inputs.graph.features
+    store = FeatureStore(inputs, 1, torch.device("cpu"), features, ByteCounter(), lambda: 0.0)
+    vertices = np.unique(np.concatenate([mb.input_nodes for mb in inputs.epoch[0]]))
+    reads = feature_reads(inputs, 1, vertices)
+    remote = np.concatenate([r.vertices for r in reads if r.kind == "remote"])
+    assert 0 < remote.size < vertices.size  # some rows of each kind
+    x, timings = store.gather(vertices, "i0.w1.t0", remote=False, leave_remote=True)
+    near = ~np.isin(vertices, remote)
+    assert x.shape == (vertices.size, inputs.graph.feat_dim)
+    assert torch.equal(x[torch.from_numpy(near)], torch.from_numpy(features(vertices[near])))
+    assert {t.task for t in timings} == {f"i0.w1.t0.{r.kind}.{r.source}" for r in reads if r.kind != "remote"}
+    assert "gather_remote" not in store.counter.bytes
+    with pytest.raises(RuntimeError, match="pre-gathered"):
+        store.gather(vertices, "i0.w1.t0", remote=False)
