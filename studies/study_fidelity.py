@@ -1,15 +1,15 @@
 """``fidelity``: the calibrated simulator against real runs on this machine (the calibration issue's table).
 
 One point: ``gnnwb fidelity``'s experiment (:func:`workbench.cli.fidelity.fidelity`).
-model-centric configurations (partitions x placements x fanouts) run for real on CPU
+model-centric and hopgnn configurations (partitions x placements x fanouts) run for real on CPU
 worker processes of this machine, each several times; the simulator is calibrated on one
 half of the grid (a checkerboard) and predicts the other half, whose measurements it
 never saw. The page puts the held-out epoch errors beside the measurement's own
 run-to-run spread, and each phase's error on its own (errors of opposite sign in two
 phases must not hide each other).
 
-The quick grid keeps one placement (4 configurations, 2 held out); the full grid has both
-placements (8, 4 held out) and adds 4 workers where the machine has the cores for them
+The quick grid keeps one placement (8 configurations, 4 held out); the full grid has both
+placements (16, 8 held out) and adds 4 workers where the machine has the cores for them
 (more workers than cores time-share them, which the simulator does not model).
 """
 
@@ -35,7 +35,7 @@ def points(full: bool) -> list[Point]:
     workers = [2, 4] if full and (os.cpu_count() or 1) >= 4 else [2]
     settings = {
         "workers": workers,
-        "repeats": 3,
+        "repeats": 5,
         "epochs": 2,
         "iterations": 8,
         "batch": 256,
