@@ -73,6 +73,19 @@ samples; against (C) the extra is spread thin (block building ~+1.5%, all-reduce
 ~+1.5%, backward a few percent), and timing backward by hooks costs nothing measurable in
 one process (115-123 ms per 31 backward passes with or without them). No single cause found.
 
+2026-11-25 (another 2-core machine, slower: (C) about 400 ms per 1-worker epoch; quiet; 21
+rounds, one run per figure), after formatting trace rows by hand (1.7 us a row instead of about
+8 with ``json.dumps``), precomputed status slots and no host-index lookup when one machine holds
+every vertex: 1 worker (2 threads) +4.9% / +4.8%, +5.8% / +4.0%, +6.0% / +5.7%, +6.2% / +5.7%,
++2.3% / +2.1%; 1 worker with ``--threads 1`` +2.3% / +3.3%, +2.8% / +3.7%; 2 workers +4.6% /
++6.1%, +4.4% / +3.1%. Around the 5% line, not reliably under it. In one process (the two loops
+side by side, per-phase clocks in both) every phase of (A) is as fast as (C)'s; what (A) adds
+lies between its phases, about 0.46 ms per iteration, most of it work (C) does too but inside
+its loop (freeing an iteration's tensors as the iteration's function returns, flattening the
+gradients before the all-reduce's clock); the records themselves (12 rows and a flush) take
+about 18 us an iteration. With two threads per worker the same per-iteration cost is about
+twice as large a share as with one, which is why one worker with two threads is the worst case.
+
 Earlier figures on a loaded machine (plain-PyTorch layers in (A)): +3.4% (2 workers) and
 +6.7% (1 worker) against (B).
 
@@ -324,6 +337,12 @@ def _worker(
         with open(opts["result"], "wb") as f:
             pickle.dump({"times": times, "cpu": cpu, "first_loss": first_loss}, f)
     dist.destroy_process_group()
+    # As the real worker (realrun.worker): skip the interpreter's teardown, where gloo's and
+    # DGL's threads sometimes abort the process ("terminate called without an active
+    # exception", exit -6) after the results are written.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # ---- the benchmark -------------------------------------------------------------------------------
