@@ -236,6 +236,15 @@ def test_the_real_executors_order_changes_dependencies_not_bytes(switches):
             it = tid.split(".")[0]
             assert {f for f in fetches if f.startswith(it + ".")} <= deps[tid]
             assert not fetches & loose_deps[tid]
+    # Without pre-gathering each kept step's remote reads are one exchange: staged, a worker's remote
+    # read also waits for the other worker to arrive (a task of its own in that iteration, beyond
+    # the micrograph's samples that the overlapped plan waits for too).
+    reads = [tid for tid in deps if ".remote." in tid]
+    assert bool(reads) == ("pregather" in switches)
+    for tid in reads:
+        it, me = tid.split(".")[:2]
+        other = f"{it}.w{1 - int(me[1:])}."
+        assert any(d.startswith(other) for d in deps[tid] - loose_deps[tid])
 
 
 def test_naive_feature_centric_carries_the_model_and_partials_instead_of_features():

@@ -66,6 +66,7 @@ from workbench.strategies.execution._micrographs import (
 )
 from workbench.strategies.execution.base import (
     PREFETCH_HELP,
+    Exchange,
     ExecutionScheme,
     Prefetch,
     SchemeInputs,
@@ -249,11 +250,18 @@ class _Iteration:
                 if cells[d][j].num_roots:
                     final[where[d][j]] = max(final.get(where[d][j], -1), j)
         for j, t in enumerate(kept):
+            # Without pre-gathering, staged: each kept step's reads are one exchange every worker
+            # joins (the real worker reads in every step, with or without a cell of its own).
+            exchange = Exchange() if not (self.pregather or self.overlap_reads) else None
             for s in range(n):
                 d = (s - t) % n
                 mg = cells[d][j]
                 if mg.num_roots:
-                    self._cell(d, s, t, mg, final=j == final[s])
+                    self._cell(d, s, t, mg, final=j == final[s], exchange=exchange)
+                elif exchange is not None:
+                    exchange.join([], [self.last_cell.get(s, self.samples[s])])
+            if exchange is not None:
+                exchange.couple()
         deps = [x for ready in self.model_ready for x in ready]
         return add_gradient_sync(self.plan, self.inputs, self.it, deps)
 
@@ -291,7 +299,9 @@ class _Iteration:
             self.fetches.append((s, tid, read.source))
         self.pregathered[s] = fetched
 
-    def _cell(self, d: int, s: int, t: int, mg: Micrographs, final: bool) -> None:
+    def _cell(
+        self, d: int, s: int, t: int, mg: Micrographs, final: bool, exchange: Exchange | None = None
+    ) -> None:
         """Model ``d`` trains micrographs ``mg`` on server ``s`` in time step ``t``."""
         inputs, plan, it = self.inputs, self.plan, self.it
         if self.position[d] != s:
@@ -330,7 +340,7 @@ class _Iteration:
                 frees.extend(tensor for _, tensor in fetched)
         else:
             ids, gathered = add_feature_reads(
-                plan, inputs, s, it, mg.input_nodes, read_deps, prefix, self.overlap_reads
+                plan, inputs, s, it, mg.input_nodes, read_deps, prefix, self.overlap_reads, exchange
             )
         ready = list(dict.fromkeys([*(ids or read_deps), *self.model_ready[d], *previous]))
         last = add_forward_backward(plan, inputs, s, it, mg.sizes, ready, prefix, frees=gathered + frees)
