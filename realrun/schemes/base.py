@@ -42,9 +42,9 @@ STATUS_PHASES = (
     "done",
     "migrate",  # hopgnn: a model arriving from another worker
 )
+PHASE_CODE = {name: code for code, name in enumerate(STATUS_PHASES)}  # the status array's phase code
 # Long local work the others may wait for in a collective without it being a hang (the
 # time limit still bounds it).
-PHASE_CODE = {name: code for code, name in enumerate(STATUS_PHASES)}
 UNWATCHED_PHASES = ("starting", "setup", "evaluate", "done")
 STATUS_FIELDS = ("phase", "iteration", "epoch", "in_comm", "since", "joined")
 # Engine of each phase's rows, in the simulator's vocabulary (workbench/trace.py).

@@ -225,7 +225,7 @@ class _Iteration:
         # Staged (not overlap_reads): per server, the pre-gathering fetches its exchange waits for
         # (its own and those served from its host). The real worker is one serial process that
         # makes the exchange before any cell's reads, so its near reads start after them.
-        self.exchange: dict[int, list[str]] = {}
+        self.after_pregather: dict[int, list[str]] = {}
         self.fetches: list[tuple[int, str, str]] = []  # (server, pre-gathering task, source host)
 
     def run(self, kept: list[int], cells: list[list[Micrographs]]) -> list[str]:
@@ -243,7 +243,7 @@ class _Iteration:
             if not self.overlap_reads:
                 for s in range(n):
                     host = self.inputs.host_of_worker(s)
-                    self.exchange[s] = [t for w, t, src in self.fetches if w == s or src == host]
+                    self.after_pregather[s] = [t for w, t, src in self.fetches if w == s or src == host]
         final = {}  # per server, the kept step of the last cell it runs
         for d in range(n):
             for j in range(len(kept)):
@@ -314,7 +314,7 @@ class _Iteration:
             reads = feature_reads(inputs, s, mg.input_nodes)
             near = [r for r in reads if r.kind != "remote"]
             far = sum(r.count for r in reads if r.kind == "remote")
-            near_deps = read_deps + self.exchange.get(s, [])
+            near_deps = read_deps + self.after_pregather.get(s, [])
             ids, gathered = add_reads(plan, inputs, s, it, near, near_deps, prefix, self.overlap_reads)
             fetched = self.pregathered.get(s, [])
             if far:
