@@ -185,7 +185,8 @@ class FeatureStore:
         whole = (
             len(reads) == 1
             and reads[0].kind in ("local", "host")
-            and np.array_equal(reads[0].vertices, vertices)
+            # The one-source split hands the request back as it is: skip the comparison then.
+            and (reads[0].vertices is vertices or np.array_equal(reads[0].vertices, vertices))
         )
         out = (
             torch.empty(0)

@@ -172,7 +172,9 @@ class WorkerContext:
     layers: LayerBackend = field(default_factory=lambda: LayerBackend("torch"))  # which layers train
 
     def __post_init__(self) -> None:
-        self._sync = self.device.type == "cuda"  # now() runs a few times per phase
+        # now() and row() run a few times per phase: what they look up, looked up once.
+        self._sync = self.device.type == "cuda"
+        self._gpu = self.inputs.workers[self.rank]
 
     def begin_iteration(self, iteration: int) -> None:
         """Schemes call this first in every iteration."""
@@ -186,7 +188,7 @@ class WorkerContext:
     @property
     def gpu(self) -> str:
         """The plan's name of this worker's GPU."""
-        return self.inputs.workers[self.rank]
+        return self._gpu
 
     @property
     def host(self) -> str:
@@ -211,11 +213,12 @@ class WorkerContext:
         """Record plan task ``task`` as run from ``start`` to ``end``, having moved ``nbytes``
         (``engine``: where the phase alone does not say, e.g. a GPU-to-GPU copy within a machine
         or across the network)."""
-        if task not in self.task_index:
+        index = self.task_index.get(task)
+        if index is None:
             raise RuntimeError(f"worker {self.rank} ran task {task!r}, which the plan does not have")
         self.log.add_row(
-            self.task_index[task],
-            device or self.gpu,
+            index,
+            device or self._gpu,
             engine or PHASE_ENGINE.get(phase, "compute"),
             start,
             end,
