@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,6 +270,42 @@ def all_reduce_and_step(ctx: WorkerContext, iteration: int, flat: torch.Tensor) 
     ctx.row(f"i{iteration}.w{ctx.rank}.update", "update", start, ctx.now())
 
 
+def exchange_pairwise(
+    ctx: WorkerContext,
+    outgoing: Mapping[int, torch.Tensor],
+    incoming: Mapping[int, tuple[tuple[int, ...], torch.dtype]],
+) -> tuple[dict[int, torch.Tensor], dict[int, float], dict[int, float], float]:
+    """Send ``outgoing[q]`` to each worker q and receive a tensor of ``incoming[q]``'s shape and
+    dtype from each q, every pair at once (``batch_isend_irecv``; every worker calls it with its
+    side of the same exchange). Returns the tensors received (on the worker's device), when
+    each receive and each send completed, and when the exchange started."""
+    comm = ctx.device if dist.get_backend(ctx.group) == "nccl" else torch.device("cpu")
+    peers = sorted(set(outgoing) | set(incoming))
+    ops, buffers = [], {}
+    for q in peers:
+        if q in outgoing:
+            ops.append(dist.P2POp(dist.isend, outgoing[q].to(comm).contiguous(), q, group=ctx.group))
+        if q in incoming:
+            shape, dtype = incoming[q]
+            buffers[q] = torch.empty(shape, dtype=dtype, device=comm)
+            ops.append(dist.P2POp(dist.irecv, buffers[q], q, group=ctx.group))
+    start = ctx.now()
+    works = dist.batch_isend_irecv(ops) if ops else []
+    ctx.comm(True)
+    received, sent, k = {}, {}, 0
+    for q in peers:
+        if q in outgoing:
+            works[k].wait()
+            sent[q] = ctx.now()
+            k += 1
+        if q in incoming:
+            works[k].wait()
+            received[q] = ctx.now()
+            k += 1
+    ctx.comm(False)
+    return {q: t.to(ctx.device) for q, t in buffers.items()}, received, sent, start
+
+
 def backward_by_layer(
     ctx: WorkerContext,
     loss: torch.Tensor,
@@ -278,6 +314,7 @@ def backward_by_layer(
     iteration: int,
     finish: Callable[[], None] | None = None,
     resume: Mapping[int, float] | None = None,
+    tasks: Sequence[str] | None = None,
 ) -> None:
     """One backward pass from ``loss`` through the layers whose inputs are ``inputs`` (layer 0
     first), each layer's share recorded as plan task ``{prefix}.bwd{l}``.
@@ -288,6 +325,7 @@ def backward_by_layer(
     end of layer 0's share (hopgnn adds the gradient to its model's accumulator there).
     ``resume[l]``, filled during the pass: when the layer below ``l`` starts, where work between
     them is recorded as tasks of its own (roc-fullgraph's halo gradient exchange).
+    ``tasks[l]``: the plan task of ``inputs[l]``'s layer, where it is not ``{prefix}.bwd{l}``.
     """
     stamps: dict[int, float] = {}
 
@@ -312,5 +350,5 @@ def backward_by_layer(
     begin = start
     for layer in range(top, -1, -1):
         done = stamps.get(layer, begin) if layer else end
-        ctx.row(f"{prefix}.bwd{layer}", "backward", begin, done)
+        ctx.row(tasks[layer] if tasks is not None else f"{prefix}.bwd{layer}", "backward", begin, done)
         begin = resume.get(layer, done) if resume is not None else done

@@ -30,12 +30,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock
-from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer
+from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer, exchange_pairwise
 from realrun.schemes.model_centric import evaluate
 from realrun.schemes.model_centric import setup as setup_model
 from workbench.strategies.execution.roc_fullgraph import RESIDENT, _phase
@@ -109,8 +108,6 @@ class Halo:
 
     def __init__(self, ctx: WorkerContext, part: Part, it: int) -> None:
         self.ctx, self.part, self.it = ctx, part, it
-        backend = dist.get_backend(ctx.group)
-        self.comm = ctx.device if backend == "nccl" else torch.device("cpu")
         self.resume: dict[int, float] = {}  # layer -> when its halo gradients were exchanged
 
     def exchange(
@@ -118,30 +115,8 @@ class Halo:
     ) -> tuple[dict[int, torch.Tensor], dict[int, float], dict[int, float], float]:
         """Send ``outgoing[q]`` to each q and receive ``sizes[q]`` rows of ``width`` from each q.
         Returns the rows received, when each receive and each send completed, and the start."""
-        ops, incoming = [], {}
-        for q in sorted(set(outgoing) | set(sizes)):
-            if q in outgoing:
-                ops.append(
-                    dist.P2POp(dist.isend, outgoing[q].to(self.comm).contiguous(), q, group=self.ctx.group)
-                )
-            if q in sizes:
-                incoming[q] = torch.empty((sizes[q], width), dtype=torch.float32, device=self.comm)
-                ops.append(dist.P2POp(dist.irecv, incoming[q], q, group=self.ctx.group))
-        start = self.ctx.now()
-        works = dist.batch_isend_irecv(ops) if ops else []
-        self.ctx.comm(True)
-        received, sent, k = {}, {}, 0
-        for q in sorted(set(outgoing) | set(sizes)):
-            if q in outgoing:
-                works[k].wait()
-                sent[q] = self.ctx.now()
-                k += 1
-            if q in sizes:
-                works[k].wait()
-                received[q] = self.ctx.now()
-                k += 1
-        self.ctx.comm(False)
-        return {q: t.to(self.ctx.device) for q, t in incoming.items()}, received, sent, start
+        shapes = {q: ((n, width), torch.float32) for q, n in sizes.items()}
+        return exchange_pairwise(self.ctx, outgoing, shapes)
 
     def forward(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         """Layer ``layer``'s sources: ``h`` (this part's rows) and each part's halo rows after it."""
