@@ -38,17 +38,19 @@ from workbench.trace import TraceRows, build_trace, collective_bytes_sent, make_
 
 # Phases whose bytes the worker counts, and the plan predicts (all but the index traffic).
 MEASURED_PHASES = (
+    "sample",
     "gather_local",
     "h2d",
     "d2d",
     "gather_remote",
     "allreduce",
+    "alltoall",
     "migrate",
     "d2d_index",
     "gather_remote_index",
     "migrate_index",
 )
-PLANNED_PHASES = ("gather_local", "h2d", "d2d", "gather_remote", "allreduce", "migrate")
+PLANNED_PHASES = ("sample", "gather_local", "h2d", "d2d", "gather_remote", "allreduce", "alltoall", "migrate")
 
 
 @dataclass
@@ -98,7 +100,8 @@ def read_parts(parts: Path, world: int) -> PartRecords:
 
 def planned_phase_bytes(plan: Plan, feature_bytes: int) -> dict[str, int]:
     """Bytes the plan moves per phase, counted as the real workers count theirs: a transfer's
-    bytes; a local cache gather's rows (``items`` x ``feature_bytes``); a collective's buffer on
+    bytes; a local cache gather's rows (half its ``bytes`` feature, read and written: ``items`` x
+    the bytes of a row, a whole feature vector or p3's slice of one); a collective's buffer on
     each of its devices."""
     out = dict.fromkeys(PLANNED_PHASES, 0)
     for t in plan.tasks:
@@ -106,8 +109,8 @@ def planned_phase_bytes(plan: Plan, feature_bytes: int) -> dict[str, int]:
             out[t.phase] = out.get(t.phase, 0) + t.bytes
         elif t.kind == "collective":
             out[t.phase] = out.get(t.phase, 0) + t.bytes * len(t.devices)
-        elif t.phase == "gather_local":
-            out["gather_local"] += t.items * feature_bytes
+        elif t.phase == "gather_local":  # its cost feature counts the rows read and written
+            out["gather_local"] += int(t.features.get("bytes", 2.0 * t.items * feature_bytes)) // 2
     return out
 
 

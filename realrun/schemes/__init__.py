@@ -8,7 +8,7 @@ A real scheme does what its plan (:mod:`workbench.strategies.execution`) says, w
 tensors and real communication, and reports every planned task it ran through
 :meth:`realrun.schemes.base.WorkerContext.row` under the plan's task id. Only the schemes
 listed here run for real (``model-centric``; ``hopgnn`` with its three switches, model migration
-included; ``roc-fullgraph`` with its parts resident, on the run's fixed partition); the others
+included; ``roc-fullgraph`` with its parts resident, on the run's fixed partition; ``p3``); the others
 are simulated only (``gnnwb sim``) for now.
 """
 
@@ -20,7 +20,12 @@ from types import ModuleType
 from workbench.errors import UnknownNameError
 
 # Registered name -> module under realrun.schemes.
-REAL_SCHEMES = {"model-centric": "model_centric", "hopgnn": "hopgnn", "roc-fullgraph": "roc_fullgraph"}
+REAL_SCHEMES = {
+    "model-centric": "model_centric",
+    "hopgnn": "hopgnn",
+    "roc-fullgraph": "roc_fullgraph",
+    "p3": "p3",
+}
 
 
 def real_scheme(name: str) -> ModuleType:
