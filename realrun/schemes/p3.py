@@ -177,6 +177,11 @@ def structure(block: Block) -> torch.Tensor:
     )
 
 
+def structure_len(block: Block) -> int:
+    """Entries of :func:`structure` for ``block``."""
+    return block.num_src + block.num_dst + 2 * block.num_edges
+
+
 def from_structure(
     flat: torch.Tensor, like: Block, weight: torch.Tensor | None
 ) -> tuple[torch.Tensor, TensorBlock]:
@@ -325,10 +330,6 @@ def iteration(ctx: WorkerContext, it: int) -> tuple[float, int, int]:
     # 6. Layers 2..L's gradients.
     all_reduce_and_step(ctx, it, torch.cat([p.grad.reshape(-1) for p in ctx.state["params"]]))
     return float(loss.detach()), correct, int(labels.shape[0])
-
-
-def structure_len(block: Block) -> int:
-    return block.num_src + block.num_dst + 2 * block.num_edges
 
 
 @torch.no_grad()
