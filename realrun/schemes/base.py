@@ -230,6 +230,12 @@ class WorkerContext:
         self.status.comm(busy)
 
 
+def link_engine(inputs: SchemeInputs, a: int, b: int) -> str:
+    """The trace engine of a copy between workers ``a`` and ``b``: the network across machines,
+    GPU to GPU within one."""
+    return "net" if inputs.worker_machine[a] != inputs.worker_machine[b] else "d2d"
+
+
 def make_optimizer(name: str, params: Any, lr: float) -> torch.optim.Optimizer:
     """The optimizer the configuration names (its state is what the plan keeps resident)."""
     if name == "adam":

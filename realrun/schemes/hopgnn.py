@@ -71,7 +71,7 @@ from torch.nn import functional as F
 from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock
 from realrun.schemes import model_centric
-from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer
+from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer, link_engine
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.run import strategy_config
 from workbench.strategies.execution._micrographs import _edges_into, distinct, merge_time_steps, model_roots
@@ -474,7 +474,7 @@ def receive_model(ctx: WorkerContext, it: int, hop: Hop) -> torch.Tensor:
     start = max(ready, float(stamp.item()))  # it could not start before both sides were there
     ctx.counter.add("migrate_index", tensor_bytes(stamp))
     base = f"i{it}.w{hop.src}.m{hop.model}.migrate"
-    engine = "net" if ctx.inputs.worker_machine[hop.src] != ctx.inputs.worker_machine[hop.dst] else "d2d"
+    engine = link_engine(ctx.inputs, hop.src, hop.dst)
     for part, tensor, end in zip(MIGRATE_PARTS[1:], (params, grads), ends[1:], strict=True):
         nbytes = tensor_bytes(tensor)
         ctx.counter.add("migrate", nbytes)

@@ -86,23 +86,42 @@ def iteration(ctx: WorkerContext, epoch: int, it: int) -> tuple[float, int, int]
     for read in reads:
         ctx.row(read.task, read.phase, read.start, read.end, read.nbytes)
 
-    ins: list[torch.Tensor] = []
-    loss = torch.zeros(())
-    correct = 0
-    h = x
-    for layer in range(num_layers):
-        ctx.status.phase("forward", it)
-        start = ctx.now()
-        ins.append(h)
-        h = model.layer_forward(layer, blocks[layer], h, weights[layer])
-        if layer == num_layers - 1:
-            loss = F.cross_entropy(h, labels)
-            correct = int((h.argmax(dim=1) == labels).sum())
-        ctx.row(f"{prefix}.fwd{layer}", "forward", start, ctx.now())
+    ins, loss, correct = forward_by_layer(
+        ctx, model, blocks, weights, x, labels, prefix, it, range(num_layers)
+    )
     backward_by_layer(ctx, loss, ins, prefix, it)
 
     all_reduce_and_step(ctx, it, torch.cat([p.grad.reshape(-1) for p in ctx.state["params"]]))
     return float(loss.detach()), correct, int(labels.shape[0])
+
+
+def forward_by_layer(
+    ctx: WorkerContext,
+    model: Any,
+    blocks: list[Any],
+    weights: list[torch.Tensor | None],
+    h: torch.Tensor,
+    labels: torch.Tensor,
+    prefix: str,
+    it: int,
+    layers: range,
+) -> tuple[list[torch.Tensor], torch.Tensor, int]:
+    """``layers`` of ``model`` forward from ``h`` (the first one's input), each timed as plan task
+    ``{prefix}.fwd{l}``, the loss and correct predictions over ``labels`` computed in the last
+    one's. Returns each layer's input (for :func:`backward_by_layer`), the loss and the count."""
+    ins: list[torch.Tensor] = []
+    loss = torch.zeros(())
+    correct = 0
+    for layer in layers:
+        ctx.status.phase("forward", it)
+        start = ctx.now()
+        ins.append(h)
+        h = model.layer_forward(layer, blocks[layer], h, weights[layer])
+        if layer == layers[-1]:
+            loss = F.cross_entropy(h, labels)
+            correct = int((h.argmax(dim=1) == labels).sum())
+        ctx.row(f"{prefix}.fwd{layer}", "forward", start, ctx.now())
+    return ins, loss, correct
 
 
 @torch.no_grad()

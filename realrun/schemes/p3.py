@@ -53,9 +53,10 @@ from realrun.schemes.base import (
     all_reduce_and_step,
     backward_by_layer,
     exchange_pairwise,
+    link_engine,
     make_optimizer,
 )
-from realrun.schemes.model_centric import evaluate
+from realrun.schemes.model_centric import evaluate, forward_by_layer
 from workbench.errors import ConfigError
 from workbench.model import LayerSpec
 from workbench.strategies.execution.p3 import SPLITTABLE_FIRST_LAYERS, slice_widths
@@ -193,37 +194,29 @@ def from_structure(
     return src_ids, TensorBlock(edges[:e], edges[e:], s, d, weight)
 
 
-def _engine(ctx: WorkerContext, q: int) -> str:
-    machine = ctx.inputs.worker_machine
-    return "net" if machine[ctx.rank] != machine[q] else "d2d"
-
-
 def read_slice(ctx: WorkerContext, vertices: torch.Tensor, prefix: str) -> torch.Tensor:
     """Slice ``ctx.rank`` of ``vertices``' features: cached rows from the device, the rest from
     host memory; recorded as the plan's ``{prefix}.local`` and ``{prefix}.host``."""
     ids = vertices.cpu().numpy()
     slots = ctx.state["cache_slot"][ids]
     hit = slots >= 0
-    hits = int(hit.sum())
+    miss = np.flatnonzero(~hit)
     host: torch.Tensor = ctx.state["feature_slice"]
-    if hits == 0:
+    x: torch.Tensor | None = None
+    if miss.shape[0] < ids.shape[0]:  # some rows are cached
+        x = torch.empty((ids.shape[0], host.shape[1]), dtype=host.dtype, device=ctx.device)
         start = ctx.now()
-        x = host[vertices.cpu()].to(ctx.device)
-        nbytes = tensor_bytes(x)
-        ctx.counter.add("h2d", nbytes)
-        ctx.row(f"{prefix}.host", "h2d", start, ctx.now(), nbytes)
-        return x
-    x = torch.empty((ids.shape[0], host.shape[1]), dtype=host.dtype, device=ctx.device)
-    start = ctx.now()
-    local = ctx.state["cache"][torch.from_numpy(slots[hit]).to(ctx.device)]
-    x[torch.from_numpy(np.flatnonzero(hit)).to(ctx.device)] = local
-    ctx.counter.add("gather_local", tensor_bytes(local))
-    ctx.row(f"{prefix}.local", "gather_local", start, ctx.now())
-    if hits < ids.shape[0]:
-        miss = np.flatnonzero(~hit)
+        local = ctx.state["cache"][torch.from_numpy(slots[hit]).to(ctx.device)]
+        x[torch.from_numpy(np.flatnonzero(hit)).to(ctx.device)] = local
+        ctx.counter.add("gather_local", tensor_bytes(local))
+        ctx.row(f"{prefix}.local", "gather_local", start, ctx.now())
+    if x is None or miss.shape[0]:
         start = ctx.now()
         rows = host[torch.from_numpy(ids[miss])].to(ctx.device)
-        x[torch.from_numpy(miss).to(ctx.device)] = rows
+        if x is None:  # all from host memory: the read is the output as it is, in the request's order
+            x = rows
+        else:
+            x[torch.from_numpy(miss).to(ctx.device)] = rows
         nbytes = tensor_bytes(rows)
         ctx.counter.add("h2d", nbytes)
         ctx.row(f"{prefix}.host", "h2d", start, ctx.now(), nbytes)
@@ -255,7 +248,9 @@ def iteration(ctx: WorkerContext, it: int) -> tuple[float, int, int]:
     nbytes = tensor_bytes(mine)
     for q in others:
         ctx.counter.add("sample", nbytes)
-        ctx.row(f"{prefix}.graph-to-w{q}", "sample", start, sent[q], nbytes, engine=_engine(ctx, q))
+        ctx.row(
+            f"{prefix}.graph-to-w{q}", "sample", start, sent[q], nbytes, engine=link_engine(ctx.inputs, r, q)
+        )
     firsts: dict[int, tuple[torch.Tensor, TensorBlock]] = {}
     for j, other in enumerate(minibatches):
         flat = mine.to(device) if j == r else received[j]
@@ -279,7 +274,14 @@ def iteration(ctx: WorkerContext, it: int) -> tuple[float, int, int]:
     for q in others:
         nbytes = tensor_bytes(partials[q])
         ctx.counter.add("alltoall", nbytes)
-        ctx.row(f"{prefix}.mb{q}.partial-to-w{q}", "alltoall", start, sent[q], nbytes, engine=_engine(ctx, q))
+        ctx.row(
+            f"{prefix}.mb{q}.partial-to-w{q}",
+            "alltoall",
+            start,
+            sent[q],
+            nbytes,
+            engine=link_engine(ctx.inputs, r, q),
+        )
     ctx.status.phase("forward", it)
     start = ctx.now()
     summed = partials[r].detach().clone()
@@ -290,19 +292,11 @@ def iteration(ctx: WorkerContext, it: int) -> tuple[float, int, int]:
     ctx.row(f"{prefix}.fwd0-combine", "forward", start, ctx.now())
 
     # 4. Layers 2..L, data parallel; backward through them and the combine.
-    ins = [summed]
-    loss = torch.zeros(())
-    correct = 0
-    for layer in range(1, num_layers):
-        start = ctx.now()
-        ins.append(h)
-        h = model.layer_forward(layer, blocks[layer], h, weights[layer])
-        if layer == num_layers - 1:
-            loss = F.cross_entropy(h, labels)
-            correct = int((h.argmax(dim=1) == labels).sum())
-        ctx.row(f"{prefix}.fwd{layer}", "forward", start, ctx.now())
+    ins, loss, correct = forward_by_layer(
+        ctx, model, blocks, weights, h, labels, prefix, it, range(1, num_layers)
+    )
     tasks = [f"{prefix}.bwd0-combine", *(f"{prefix}.bwd{layer}" for layer in range(1, num_layers))]
-    backward_by_layer(ctx, loss, ins, prefix, it, tasks=tasks)
+    backward_by_layer(ctx, loss, [summed, *ins], prefix, it, tasks=tasks)
     grad = summed.grad
 
     shapes = {q: ((minibatches[q].blocks[0].num_dst, width), torch.float32) for q in others}
@@ -310,7 +304,14 @@ def iteration(ctx: WorkerContext, it: int) -> tuple[float, int, int]:
     nbytes = tensor_bytes(grad)
     for q in others:
         ctx.counter.add("alltoall", nbytes)
-        ctx.row(f"{prefix}.grad0-to-w{q}", "alltoall", start, sent[q], nbytes, engine=_engine(ctx, q))
+        ctx.row(
+            f"{prefix}.grad0-to-w{q}",
+            "alltoall",
+            start,
+            sent[q],
+            nbytes,
+            engine=link_engine(ctx.inputs, r, q),
+        )
     grads[r] = grad
 
     # 5. Each partial's backward, then the slice's own step (the mean over the workers' losses).
