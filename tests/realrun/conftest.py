@@ -74,6 +74,17 @@ def assert_trace_is_the_plan(trace: Any, plan: Any, epochs: int) -> None:
     assert (trace["end"] >= trace["start"]).all()
 
 
+def launch_real(config: Path, workers: int, out: Path, **launch_options: Any) -> tuple[Any, Any, Any]:
+    """``config`` prepared for ``workers`` CPU workers and run for real into ``out`` (a 60 s
+    collective timeout unless ``launch_options`` says otherwise): the prepared run, its plan and
+    the launcher's summary."""
+    from realrun.launcher import launch, prepare_real_run
+
+    prepared, plan, _ = prepare_real_run(config, workers, "cpu")
+    options = {"collective_timeout": 60, **launch_options}
+    return prepared, plan, launch(prepared, plan, config, out=out, **options)
+
+
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.toml"

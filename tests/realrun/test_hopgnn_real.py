@@ -24,7 +24,7 @@ from realrun.schemes.hopgnn import cut_cell, iteration_schedule
 from realrun.traces import planned_phase_bytes, read_parts
 from workbench.trace import read_trace
 
-from .conftest import assert_trace_is_the_plan, tiny_config
+from .conftest import assert_trace_is_the_plan, launch_real, tiny_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "configs" / "hopgnn-sbm-real.toml"
 
@@ -100,9 +100,7 @@ def test_cells_are_the_plans_micrographs_and_compute_the_minibatchs_logits(tmp_p
 def switched_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp(re.sub(r"\W", "-", request.param))
     config = write_tiny(tmp / "tiny.toml", **SWITCHES[request.param])
-    prepared, plan, _ = prepare_real_run(config, 4, "cpu")
-    summary = launch(prepared, plan, config, out=tmp / "run", epochs=2, collective_timeout=60)
-    return request.param, prepared, plan, summary
+    return request.param, *launch_real(config, 4, tmp / "run", epochs=2)
 
 
 def test_real_bytes_per_phase_equal_the_plans(switched_run) -> None:

@@ -24,7 +24,7 @@ from realrun.traces import planned_phase_bytes
 from workbench.errors import ConfigError
 from workbench.trace import read_trace
 
-from .conftest import tiny_config
+from .conftest import launch_real, tiny_config
 
 
 def write_config(path: Path, **overrides: object) -> Path:
@@ -34,9 +34,7 @@ def write_config(path: Path, **overrides: object) -> Path:
 
 def run_real(tmp: Path, workers: int, epochs: int = 1, **overrides: object):
     config = write_config(tmp / "tiny.toml", **overrides)
-    prepared, plan, _ = prepare_real_run(config, workers, "cpu")
-    summary = launch(prepared, plan, config, out=tmp / "run", epochs=epochs, collective_timeout=60)
-    return prepared, plan, summary
+    return launch_real(config, workers, tmp / "run", epochs=epochs)
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from realrun.launcher import launch, prepare_real_run
+from realrun.launcher import prepare_real_run
 from workbench.errors import ConfigError
 from workbench.trace import read_trace
 
-from .conftest import assert_trace_is_the_plan
+from .conftest import assert_trace_is_the_plan, launch_real
 
 CONFIG = """
 name = "p3-real"
@@ -61,10 +61,7 @@ name = "{scheme}"
 def run(tmp: Path, scheme: str, workers: int, hardware: str, model: str = "sage", epochs: int = 2):
     config = tmp / f"{scheme}-{model}-{workers}-{hardware}.toml"
     config.write_text(CONFIG.format(scheme=scheme, hardware=hardware, model=model))
-    prepared, plan, _ = prepare_real_run(config, workers, "cpu")
-    summary = launch(
-        prepared, plan, config, out=tmp / config.stem, epochs=epochs, collective_timeout=60, layers="torch"
-    )
+    prepared, plan, summary = launch_real(config, workers, tmp / config.stem, epochs=epochs, layers="torch")
     assert summary.complete, summary.error
     return prepared, plan, summary
 

@@ -17,7 +17,7 @@ from realrun.launcher import launch, prepare_real_run
 from workbench.errors import ConfigError
 from workbench.trace import read_trace
 
-from .conftest import assert_trace_is_the_plan
+from .conftest import assert_trace_is_the_plan, launch_real
 
 CONFIG = """
 name = "roc-real"
@@ -49,8 +49,7 @@ name = "roc-fullgraph"
 def run(tmp: Path, workers: int, hardware: str, epochs: int = 2):
     config = tmp / f"roc-{workers}-{hardware}.toml"
     config.write_text(CONFIG.format(hardware=hardware, execution=""))
-    prepared, plan, _ = prepare_real_run(config, workers, "cpu")
-    summary = launch(prepared, plan, config, out=tmp / config.stem, epochs=epochs, collective_timeout=60)
+    prepared, plan, summary = launch_real(config, workers, tmp / config.stem, epochs=epochs)
     assert summary.complete, summary.error
     return prepared, plan, summary
 
