@@ -258,3 +258,239 @@ def test_presets_of_identical_machines_scale_to_a_machine_count() -> None:
         load_hardware("h100-1x", machines=2)
     with pytest.raises(ConfigError, match="machines must be a positive integer, got 0"):
         load_hardware("hopgnn-4xa100-10gbe", machines=0)
+
+
+# ---- issue 23: every bad hardware value gets one line naming the file and the field ----
+def _write(tmp_path, text: str):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    return path
+
+
+H100_TOML = load_hardware("h100-1x").to_toml()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            'memory = "80 GiB"',
+            "memory = nan",
+            r"machines\[0\]\.gpus\[0\]\.memory: a size must be a finite number, got nan",
+        ),
+        (
+            'memory = "80 GiB"',
+            'memory = "1e400 GiB"',
+            r"gpus\[0\]\.memory: a size must be a finite number, got '1e400 GiB'",
+        ),
+        (
+            'memory = "80 GiB"',
+            "memory = 9223372036854775807.0",
+            r"gpus\[0\]\.memory: size .* beyond what an int64 holds",
+        ),
+        (
+            'memory = "80 GiB"',
+            'memory = "9300 PB"',
+            r"gpus\[0\]\.memory: size '9300 PB' is beyond what an int64 holds",
+        ),
+        (
+            'memory = "80 GiB"',
+            "memory = 1.5",
+            r"gpus\[0\]\.memory: a size must be a whole number of bytes, got 1.5",
+        ),
+        ("cpu_cores = 16", 'cpu_cores = "four"', r"machines\[0\]\.cpu_cores must be an integer, got 'four'"),
+        ("cpu_cores = 16", "cpu_cores = 2.5", r"machines\[0\]\.cpu_cores must be an integer, got 2.5"),
+        ("cpu_cores = 16", "cpu_cores = true", r"machines\[0\]\.cpu_cores must be an integer, got True"),
+        (
+            "copy_engines = 2",
+            "copy_engines = 1.5",
+            r"gpus\[0\]\.copy_engines must be an integer from 1 to 64, got 1.5",
+        ),
+        (
+            'latency = "0 us"',
+            "latency = nan",
+            r"links\[0\]\.latency: a latency must be a finite number, got nan",
+        ),
+        (
+            'latency = "0 us"',
+            "latency = -inf",
+            r"links\[0\]\.latency: a latency must be a finite number, got -inf",
+        ),
+        (
+            'flops = "67 TFLOP/s"',
+            "flops = nan",
+            r"gpus\[0\]\.flops: a compute rate must be a finite number, got nan",
+        ),
+        (
+            'flops = "67 TFLOP/s"',
+            'flops = "1e300 PFLOP/s"',
+            r"gpus\[0\]\.flops: a compute rate must be a finite",
+        ),
+        (
+            'memory_bandwidth = "3350 GB/s"',
+            "memory_bandwidth = nan",
+            r"memory_bandwidth: a bandwidth must be a finite",
+        ),
+        (
+            'memory_bandwidth = "3350 GB/s"',
+            "memory_bandwidth = inf",
+            r"memory_bandwidth: a bandwidth must be a finite",
+        ),
+        (
+            'bandwidth = "48 GB/s"',
+            "bandwidth = true",
+            r"links\[1\]\.bandwidth: a bandwidth must be a number or a string with a unit, got True",
+        ),
+        (
+            'bandwidth = "48 GB/s"',
+            "bandwidth = [48]",
+            r"links\[1\]\.bandwidth: a bandwidth must be a number or a string",
+        ),
+        (
+            'host_memory = "128 GiB"',
+            "host_memory = {x = 1}",
+            r"machines\[0\]\.host_memory: a size must be a number or a string",
+        ),
+        ('name = "m0"', "name = 0", r"machines\[0\]\.name must be a string, got 0"),
+        ('model = "H100"', "model = 100", r"gpus\[0\]\.model must be a string, got 100"),
+        ('kind = "pcie"', "kind = 3", r"links\[1\]\.kind must be a string, got 3"),
+        ('bandwidth = "48 GB/s"', 'bandwidth = "0 GB/s"', r"links\[1\].*bandwidth must be positive"),
+        ('name = "h100-1x"', "name = []", r"bad.toml: name must be a string, got \[\]"),
+    ],
+)
+def test_bad_hardware_values_get_one_line_naming_file_and_field(
+    tmp_path, old: str, new: str, message: str
+) -> None:
+    assert old in H100_TOML
+    path = _write(tmp_path, H100_TOML.replace(old, new, 1))
+    with pytest.raises(ConfigError, match=message) as err:
+        load_cluster_toml(path)
+    assert str(err.value).startswith(f"{path}: ") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(machines=5), r"bad.toml: machines must be a list, got 5"),
+        (lambda d: d.update(links={"a": 1}), r"bad.toml: links must be a list"),
+        (lambda d: d.update(switches="m0.rc"), r"bad.toml: switches must be a list"),
+        (lambda d: d["machines"].__setitem__(0, "m0"), r"bad.toml: machines\[0\] must be a table, got 'm0'"),
+        (lambda d: d["machines"][0].update(gpus=[1]), r"machines\[0\]\.gpus\[0\] must be a table, got 1"),
+        (lambda d: d["machines"][0].update(gpus={"model": "x"}), r"machines\[0\]\.gpus must be a list"),
+        (lambda d: d["links"].__setitem__(0, [1, 2]), r"links\[0\] must be a table"),
+        (lambda d: d["switches"].__setitem__(0, None), r"switches\[0\] must be a table"),
+        (lambda d: d["switches"][0].update(kind=5), r"switches\[0\]\.kind must be a string, got 5"),
+        (lambda d: d.update(description=1), r"bad.toml: description must be a string, got 1"),
+    ],
+)
+def test_wrongly_shaped_hardware_tables_get_one_line(mutate, message: str) -> None:
+    data = _base()
+    mutate(data)
+    with pytest.raises(ConfigError, match=message):
+        cluster_from_dict(data, "bad.toml")
+
+
+def test_a_hardware_file_that_is_not_a_table_at_all() -> None:
+    with pytest.raises(ConfigError, match=r"bad.toml must be a table, got \[\]"):
+        cluster_from_dict([], "bad.toml")  # type: ignore[arg-type]
+
+
+def test_cross_field_errors_name_the_file() -> None:
+    data = _base()
+    data["links"][0]["b"] = "m9.gpu0"
+    with pytest.raises(
+        ConfigError, match=r"^bad.toml: cluster 'h100-1x': links\[0\].*unknown endpoint 'm9.gpu0'"
+    ):
+        cluster_from_dict(data, "bad.toml")
+
+
+@pytest.mark.parametrize(
+    ("parse", "value"),
+    [
+        (parse_bandwidth, float("nan")),
+        (parse_bandwidth, True),
+        (parse_bandwidth, "1e400 GB/s"),
+        (parse_latency, float("inf")),
+        (parse_latency, False),
+        (parse_latency, None),
+        (parse_size, float("nan")),
+        (parse_size, 2**63),
+        (parse_size, -(2**63) - 1),
+        (parse_size, 10**400),
+        (parse_size, "1e400 GiB"),
+        (parse_size, True),
+        (parse_rate, float("-inf")),
+        (parse_rate, True),
+        (parse_rate, "1e400 FLOP/s"),
+    ],
+)
+def test_units_refuse_non_finite_bool_and_too_large_quantities(parse, value) -> None:
+    with pytest.raises(ConfigError, match=r"^f\.x: "):
+        parse(value, "f.x")
+
+
+def test_units_keep_whole_sizes_exact_and_round_sizes_with_units() -> None:
+    assert parse_size(2**63 - 1, "x") == 2**63 - 1
+    assert parse_size(1e9, "x") == 1_000_000_000 and type(parse_size(1e9, "x")) is int
+    assert parse_size("1.3 GiB", "x") == round(1.3 * 2**30)
+    assert parse_bandwidth(10**30, "x") == 1e30
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: GPUSpec("g", 2**30, float("nan"), 1e9), r"gpu0\.flops must be a finite number, got nan"),
+        (lambda: GPUSpec("g", 2**30, 1e12, float("nan")), r"gpu0\.memory_bandwidth must be a finite number"),
+        (lambda: GPUSpec("g", 1.5, 1e12, 1e9), r"gpu0\.memory_bytes must be an integer, got 1.5"),
+        (lambda: GPUSpec("g", 2**64, 1e12, 1e9), r"gpu0\.memory_bytes must be at most"),
+    ],
+)
+def test_clusters_built_in_code_are_checked_the_same(build, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ClusterSpec("c", (MachineSpec("m0", (build(),), 2**30),), ())
+
+
+def test_a_machine_built_in_code_with_fractional_cores_or_nan_latency_is_refused() -> None:
+    from workbench.hardware import LinkSpec
+
+    with pytest.raises(ConfigError, match=r"machines\.m0\.cpu_cores must be an integer, got 2.5"):
+        ClusterSpec("c", (MachineSpec("m0", (), 2**30, cpu_cores=2.5),), ())  # type: ignore[arg-type]
+    gpu = GPUSpec("g", 2**30, 1e12, 1e9)
+    with pytest.raises(ConfigError, match=r"links\[0\].*latency must be a finite number, got nan"):
+        ClusterSpec(
+            "c", (MachineSpec("m0", (gpu,), 2**30),), (LinkSpec("m0.host", "m0.gpu0", 1e9, float("nan")),)
+        )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            'memory = "80 GiB"',
+            "memory = nan",
+            "machines[0].gpus[0].memory: a size must be a finite number, got nan",
+        ),
+        ("cpu_cores = 16", "cpu_cores = 2.5", "machines[0].cpu_cores must be an integer, got 2.5"),
+        ('latency = "0 us"', "latency = nan", "links[0].latency: a latency must be a finite number"),
+        (
+            'flops = "67 TFLOP/s"',
+            "flops = nan",
+            "machines[0].gpus[0].flops: a compute rate must be a finite number",
+        ),
+        ('bandwidth = "48 GB/s"', "bandwidth = true", "links[1].bandwidth: a bandwidth must be a number"),
+    ],
+)
+def test_hardware_show_and_sim_print_one_line_and_exit_2(
+    tmp_path, capsys, old: str, new: str, message: str
+) -> None:
+    from pathlib import Path
+
+    from workbench.cli.main import main
+
+    path = _write(tmp_path, H100_TOML.replace(old, new, 1))
+    plan = Path(__file__).resolve().parents[1] / "examples" / "plans" / "one_transfer.json"
+    for argv in (["hardware", "show", str(path)], ["sim", str(plan), "--hardware", str(path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "Traceback" not in err
+        assert f"{path}: {message}" in err

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench import validate
 from workbench.errors import ConfigError
 from workbench.hardware.units import (
     format_bandwidth,
@@ -242,35 +243,26 @@ def gpudirect_problem(value: object) -> str | None:
 
 
 def validate_cluster(spec: ClusterSpec) -> None:
+    """Check a cluster however it was built (in code or from a file); errors name the field.
+
+    Quantities go through :mod:`workbench.validate`: a size is an int64-sized integer, a
+    bandwidth or rate a finite positive number (NaN would make a link or a kernel free),
+    a latency finite and non-negative, a count an integer (2.5 cores is refused, not
+    truncated), a flag a boolean.
+    """
     where = f"cluster {spec.name!r}"
-    if not spec.machines:
+    validate.string(spec.name, "cluster name")
+    validate.string(spec.description, f"{where}: description")
+    if not isinstance(spec.machines, tuple | list) or not spec.machines:
         raise ConfigError(f"{where}: no machines")
-    names = [m.name for m in spec.machines]
+    names = [validate.string(m.name, f"{where}: machine name", nonempty=True) for m in spec.machines]
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: duplicate machine names")
     for m in spec.machines:
-        if "." in m.name:
-            raise ConfigError(f"{where}: machine name {m.name!r} may not contain '.'")
-        if m.host_memory_bytes <= 0:
-            raise ConfigError(f"{where}: machines.{m.name}.host_memory must be positive")
-        if not m.host_memory_bandwidth > 0:
-            raise ConfigError(
-                f"{where}: machines.{m.name}.host_memory_bandwidth must be positive, got {m.host_memory_bandwidth}"
-            )
-        if m.cpu_cores < 1:
-            raise ConfigError(f"{where}: machines.{m.name}.cpu_cores must be at least 1, got {m.cpu_cores}")
-        if problem := gpudirect_problem(m.gpudirect_rdma):
-            raise ConfigError(f"{where}: machines.{m.name}.{problem}")
-        for i, g in enumerate(m.gpus):
-            if problem := copy_engines_problem(g.copy_engines):
-                raise ConfigError(f"{where}: {m.name}.gpu{i}.{problem}")
-            for attr in ("memory_bytes", "flops", "memory_bandwidth"):
-                if getattr(g, attr) <= 0:
-                    raise ConfigError(
-                        f"{where}: {m.name}.gpu{i}.{attr} must be positive, got {getattr(g, attr)}"
-                    )
+        _validate_machine(m, where)
     memory = set(spec.host_nodes()) | set(spec.gpu_nodes())
     for node, kind in spec.transit.items():
+        validate.string(node, f"{where}: switch name", nonempty=True)
         if node in memory:
             raise ConfigError(f"{where}: switch {node!r} has the name of a memory")
         if kind not in TRANSIT_KINDS:
@@ -279,18 +271,43 @@ def validate_cluster(spec: ClusterSpec) -> None:
             )
     known = memory | set(spec.transit)
     for i, link in enumerate(spec.links):
-        lw = f"{where}: links[{i}] ({link.a} <-> {link.b})"
-        for end in (link.a, link.b):
-            if end not in known:
-                raise ConfigError(f"{lw}: unknown endpoint {end!r}")
-        if link.a == link.b:
-            raise ConfigError(f"{lw}: a link must join two different nodes")
-        if not link.bandwidth > 0:
-            raise ConfigError(f"{lw}: bandwidth must be positive, got {link.bandwidth}")
-        if link.latency < 0:
-            raise ConfigError(f"{lw}: latency must be non-negative, got {link.latency}")
-        if link.kind not in LINK_KINDS:
-            raise ConfigError(f"{lw}: kind {link.kind!r}; allowed: {', '.join(LINK_KINDS)}")
+        _validate_link(i, link, known, where)
+
+
+def _validate_machine(m: MachineSpec, where: str) -> None:
+    mw = f"{where}: machines.{m.name}"
+    if "." in m.name:
+        raise ConfigError(f"{where}: machine name {m.name!r} may not contain '.'")
+    validate.integer(m.host_memory_bytes, f"{mw}.host_memory", minimum=1)
+    validate.finite_number(m.host_memory_bandwidth, f"{mw}.host_memory_bandwidth", positive=True)
+    validate.integer(m.cpu_cores, f"{mw}.cpu_cores", minimum=1)
+    if problem := gpudirect_problem(m.gpudirect_rdma):
+        raise ConfigError(f"{mw}.{problem}")
+    if not isinstance(m.gpus, tuple | list):
+        raise ConfigError(f"{mw}.gpus must be a list of GPUs, got {m.gpus!r}")
+    for i, g in enumerate(m.gpus):
+        gw = f"{where}: {m.name}.gpu{i}"
+        if not isinstance(g, GPUSpec):
+            raise ConfigError(f"{gw} must be a GPU spec, got {g!r}")
+        validate.string(g.model, f"{gw}.model", nonempty=True)
+        if problem := copy_engines_problem(g.copy_engines):
+            raise ConfigError(f"{gw}.{problem}")
+        validate.integer(g.memory_bytes, f"{gw}.memory_bytes", minimum=1)
+        validate.finite_number(g.flops, f"{gw}.flops", positive=True)
+        validate.finite_number(g.memory_bandwidth, f"{gw}.memory_bandwidth", positive=True)
+
+
+def _validate_link(i: int, link: LinkSpec, known: set[str], where: str) -> None:
+    lw = f"{where}: links[{i}] ({link.a} <-> {link.b})"
+    for end in (link.a, link.b):
+        if not isinstance(end, str) or end not in known:
+            raise ConfigError(f"{lw}: unknown endpoint {end!r}")
+    if link.a == link.b:
+        raise ConfigError(f"{lw}: a link must join two different nodes")
+    validate.finite_number(link.bandwidth, f"{lw}: bandwidth", positive=True)
+    validate.finite_number(link.latency, f"{lw}: latency", minimum=0.0)
+    if link.kind not in LINK_KINDS:
+        raise ConfigError(f"{lw}: kind {link.kind!r}; allowed: {', '.join(LINK_KINDS)}")
 
 
 # ---- TOML --------------------------------------------------------------------
@@ -317,71 +334,83 @@ _LINK_FIELDS = {"a", "b", "kind", "bandwidth", "latency"}
 
 
 def cluster_from_dict(data: dict[str, Any], source: str = "<dict>") -> ClusterSpec:
-    """Build and validate a cluster from the TOML layout that :meth:`ClusterSpec.to_toml` writes."""
+    """Build and validate a cluster from the TOML layout that :meth:`ClusterSpec.to_toml` writes.
+
+    Every error is one line naming ``source`` and the field (``machines[0].gpus[1].memory``).
+    """
+    validate.table(data, source)
     _check_fields(data, _TOP_FIELDS, source)
-    name = str(_require(data, "name", source))
-    machines = []
-    for i, m in enumerate(_require(data, "machines", source)):
-        w = f"{source}: machines[{i}]"
-        _check_fields(m, _MACHINE_FIELDS, w)
-        gpus_raw = m.get("gpus", [])
-        gpus = []
-        for j, g in enumerate(gpus_raw):
-            gw = f"{w}.gpus[{j}]"
-            _check_fields(g, _GPU_FIELDS, gw)
-            engines = g.get("copy_engines", 2)
-            if problem := copy_engines_problem(engines):
-                raise ConfigError(f"{gw}.{problem}")
-            gpus.append(
-                GPUSpec(
-                    model=str(_require(g, "model", gw)),
-                    memory_bytes=parse_size(_require(g, "memory", gw), f"{gw}.memory"),
-                    flops=parse_rate(_require(g, "flops", gw), f"{gw}.flops"),
-                    memory_bandwidth=parse_bandwidth(
-                        _require(g, "memory_bandwidth", gw), f"{gw}.memory_bandwidth"
-                    ),
-                    copy_engines=engines,
-                )
-            )
-        rdma = m.get("gpudirect_rdma", False)
-        if problem := gpudirect_problem(rdma):
-            raise ConfigError(f"{w}.{problem}")
-        machines.append(
-            MachineSpec(
-                name=str(_require(m, "name", w)),
-                gpus=tuple(gpus),
-                host_memory_bytes=parse_size(_require(m, "host_memory", w), f"{w}.host_memory"),
-                cpu_cores=int(m.get("cpu_cores", 16)),
-                host_memory_bandwidth=parse_bandwidth(
-                    m.get("host_memory_bandwidth", 50e9), f"{w}.host_memory_bandwidth"
-                ),
-                gpudirect_rdma=rdma,
-            )
-        )
+    name = validate.string(_require(data, "name", source), f"{source}: name", nonempty=True)
+    machines = [
+        _machine_from_dict(m, f"{source}: machines[{i}]")
+        for i, m in enumerate(validate.array(_require(data, "machines", source), f"{source}: machines"))
+    ]
     transit = {}
-    for i, s in enumerate(data.get("switches", [])):
+    for i, s in enumerate(validate.array(data.get("switches", []), f"{source}: switches")):
         w = f"{source}: switches[{i}]"
+        validate.table(s, w)
         _check_fields(s, _SWITCH_FIELDS, w)
-        transit[str(_require(s, "name", w))] = str(_require(s, "kind", w))
-    links = []
-    for i, link in enumerate(_require(data, "links", source)):
-        w = f"{source}: links[{i}]"
-        _check_fields(link, _LINK_FIELDS, w)
-        links.append(
-            LinkSpec(
-                a=str(_require(link, "a", w)),
-                b=str(_require(link, "b", w)),
-                bandwidth=parse_bandwidth(_require(link, "bandwidth", w), f"{w}.bandwidth"),
-                latency=parse_latency(_require(link, "latency", w), f"{w}.latency"),
-                kind=str(link.get("kind", "other")),
-            )
+        node = validate.string(_require(s, "name", w), f"{w}.name", nonempty=True)
+        transit[node] = validate.string(_require(s, "kind", w), f"{w}.kind")
+    links = [
+        _link_from_dict(link, f"{source}: links[{i}]")
+        for i, link in enumerate(validate.array(_require(data, "links", source), f"{source}: links"))
+    ]
+    description = validate.string(data.get("description", ""), f"{source}: description")
+    try:
+        return ClusterSpec(
+            name=name, machines=tuple(machines), links=tuple(links), transit=transit, description=description
         )
-    return ClusterSpec(
-        name=name,
-        machines=tuple(machines),
-        links=tuple(links),
-        transit=transit,
-        description=str(data.get("description", "")),
+    except ConfigError as exc:  # a check across fields (an unknown endpoint): say which file
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _machine_from_dict(m: Any, w: str) -> MachineSpec:
+    validate.table(m, w)
+    _check_fields(m, _MACHINE_FIELDS, w)
+    gpus = [
+        _gpu_from_dict(g, f"{w}.gpus[{j}]")
+        for j, g in enumerate(validate.array(m.get("gpus", []), f"{w}.gpus"))
+    ]
+    rdma = m.get("gpudirect_rdma", False)
+    if problem := gpudirect_problem(rdma):
+        raise ConfigError(f"{w}.{problem}")
+    return MachineSpec(
+        name=validate.string(_require(m, "name", w), f"{w}.name", nonempty=True),
+        gpus=tuple(gpus),
+        host_memory_bytes=parse_size(_require(m, "host_memory", w), f"{w}.host_memory"),
+        cpu_cores=validate.integer(m.get("cpu_cores", 16), f"{w}.cpu_cores"),
+        host_memory_bandwidth=parse_bandwidth(
+            m.get("host_memory_bandwidth", 50e9), f"{w}.host_memory_bandwidth"
+        ),
+        gpudirect_rdma=rdma,
+    )
+
+
+def _gpu_from_dict(g: Any, gw: str) -> GPUSpec:
+    validate.table(g, gw)
+    _check_fields(g, _GPU_FIELDS, gw)
+    engines = g.get("copy_engines", 2)
+    if problem := copy_engines_problem(engines):
+        raise ConfigError(f"{gw}.{problem}")
+    return GPUSpec(
+        model=validate.string(_require(g, "model", gw), f"{gw}.model", nonempty=True),
+        memory_bytes=parse_size(_require(g, "memory", gw), f"{gw}.memory"),
+        flops=parse_rate(_require(g, "flops", gw), f"{gw}.flops"),
+        memory_bandwidth=parse_bandwidth(_require(g, "memory_bandwidth", gw), f"{gw}.memory_bandwidth"),
+        copy_engines=engines,
+    )
+
+
+def _link_from_dict(link: Any, w: str) -> LinkSpec:
+    validate.table(link, w)
+    _check_fields(link, _LINK_FIELDS, w)
+    return LinkSpec(
+        a=validate.string(_require(link, "a", w), f"{w}.a", nonempty=True),
+        b=validate.string(_require(link, "b", w), f"{w}.b", nonempty=True),
+        bandwidth=parse_bandwidth(_require(link, "bandwidth", w), f"{w}.bandwidth"),
+        latency=parse_latency(_require(link, "latency", w), f"{w}.latency"),
+        kind=validate.string(link.get("kind", "other"), f"{w}.kind"),
     )
 
 

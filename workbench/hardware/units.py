@@ -4,17 +4,51 @@ Bandwidth: ``"12 GB/s"``, ``"100 Gbit/s"`` (also ``Gb/s``), plain numbers are by
 Latency: ``"5 us"``, ``"1.5 ms"``, ``"2 ns"``, plain numbers are seconds.
 Size: ``"16 GiB"``, ``"40 GB"``, plain numbers are bytes.
 Rate: ``"9.3 TFLOP/s"``, plain numbers are FLOP/s.
+
+Every quantity is a finite number (an int or float, never a bool) or a string with a
+unit; NaN, infinity and numbers too large for a float (``"1e400 GiB"``) are errors
+naming ``where``. A size is a whole number of bytes that fits an int64: a plain
+``1.5`` is refused (no byte is half there), while a size written with a unit
+(``"1.3 GiB"``) is rounded to the nearest byte, which is what it means. Signs are the
+callers' to check (a negative bandwidth is refused where the hardware is validated).
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from workbench.errors import ConfigError
+from workbench.validate import INT64_MAX, INT64_MIN
 
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
 _NUMBER = r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\s*"
+
+
+def _plain(value: object, where: str, what: str) -> float | None:
+    """``value`` as a finite float when it is a plain number, None when it is a string;
+    anything else (a bool, a list, a table, NaN, infinity) is an error."""
+    if isinstance(value, str):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: a {what} must be a number or a string with a unit, got {_short(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond a float's range
+        raise ConfigError(f"{where}: a {what} must be a finite number, got {value!r}") from None
+    return _finite(number, where, what, value)
+
+
+def _finite(number: float, where: str, what: str, value: object) -> float:
+    if not math.isfinite(number):
+        raise ConfigError(f"{where}: a {what} must be a finite number, got {value!r}")
+    return number
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _split(text: str, where: str) -> tuple[float, str]:
@@ -34,48 +68,60 @@ def _multiplier(prefix: str, where: str, text: str) -> float:
 
 def parse_bandwidth(value: float | int | str, where: str) -> float:
     """Bytes per second."""
-    if isinstance(value, int | float):
-        return float(value)
-    num, unit = _split(value, where)
+    plain = _plain(value, where, "bandwidth")
+    if plain is not None:
+        return plain
+    num, unit = _split(value, where)  # type: ignore[arg-type]
     m = re.fullmatch(r"(Ki|Mi|Gi|Ti|[kKMGTP]?)(B|bit|b|bps)(/s)?", unit)
     if not m or (m.group(2) in ("B", "b", "bit") and m.group(3) is None):
         raise ConfigError(f"{where}: bandwidth {value!r} needs a unit like GB/s or Gbit/s")
-    scale = _multiplier(m.group(1), where, value)
+    scale = _multiplier(m.group(1), where, value)  # type: ignore[arg-type]
     bits = m.group(2) in ("bit", "b", "bps")
-    return num * scale / (8.0 if bits else 1.0)
+    return _finite(num * scale / (8.0 if bits else 1.0), where, "bandwidth", value)
 
 
 def parse_latency(value: float | int | str, where: str) -> float:
     """Seconds."""
-    if isinstance(value, int | float):
-        return float(value)
-    num, unit = _split(value, where)
+    plain = _plain(value, where, "latency")
+    if plain is not None:
+        return plain
+    num, unit = _split(value, where)  # type: ignore[arg-type]
     scale = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}.get(unit)
     if scale is None:
         raise ConfigError(f"{where}: latency {value!r} needs a unit: s, ms, us or ns")
-    return num * scale
+    return _finite(num * scale, where, "latency", value)
 
 
 def parse_size(value: float | int | str, where: str) -> int:
-    """Bytes."""
-    if isinstance(value, int | float):
-        return int(value)
-    num, unit = _split(value, where)
-    m = re.fullmatch(r"(Ki|Mi|Gi|Ti|[kKMGTP]?)B", unit)
-    if not m:
-        raise ConfigError(f"{where}: size {value!r} needs a unit like GB or GiB")
-    return int(num * _multiplier(m.group(1), where, value))
+    """Bytes: a whole number that fits an int64 (see the module docstring)."""
+    plain = _plain(value, where, "size")
+    if plain is not None:
+        if isinstance(value, float) and not plain.is_integer():
+            raise ConfigError(f"{where}: a size must be a whole number of bytes, got {value!r}")
+        nbytes = value if isinstance(value, int) else int(plain)
+    else:
+        num, unit = _split(value, where)  # type: ignore[arg-type]
+        m = re.fullmatch(r"(Ki|Mi|Gi|Ti|[kKMGTP]?)B", unit)
+        if not m:
+            raise ConfigError(f"{where}: size {value!r} needs a unit like GB or GiB")
+        scaled = _finite(num * _multiplier(m.group(1), where, value), where, "size", value)  # type: ignore[arg-type]
+        nbytes = round(scaled)
+    if not INT64_MIN <= nbytes <= INT64_MAX:
+        raise ConfigError(f"{where}: size {value!r} is beyond what an int64 holds ({INT64_MAX} bytes)")
+    return nbytes
 
 
 def parse_rate(value: float | int | str, where: str) -> float:
     """FLOP per second."""
-    if isinstance(value, int | float):
-        return float(value)
-    num, unit = _split(value, where)
+    plain = _plain(value, where, "compute rate")
+    if plain is not None:
+        return plain
+    num, unit = _split(value, where)  # type: ignore[arg-type]
     m = re.fullmatch(r"([kKMGTP]?)FLOP/?s", unit, flags=re.IGNORECASE)
     if not m:
         raise ConfigError(f"{where}: compute rate {value!r} needs a unit like TFLOP/s")
-    return num * _multiplier(m.group(1).upper() if m.group(1) != "k" else "k", where, value)
+    scale = _multiplier(m.group(1).upper() if m.group(1) != "k" else "k", where, value)  # type: ignore[arg-type]
+    return _finite(num * scale, where, "compute rate", value)
 
 
 def format_bandwidth(bps: float) -> str:
