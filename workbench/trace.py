@@ -262,15 +262,26 @@ def validate_trace(df: pd.DataFrame, source: str = "trace") -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+# The name of the trace in a run's folder (gnnwb sim CONFIG.toml, gnnwb realrun, microbench).
+TRACE_FILE = "trace.parquet"
+
+
 def write_trace(df: pd.DataFrame, path: str | Path) -> Path:
     p = Path(path)
+    if p.is_dir():
+        raise TraceFormatError(f"{p}: is a folder, expected a trace file to write")
     p.parent.mkdir(parents=True, exist_ok=True)
     validate_trace(df, str(p)).to_parquet(p, index=False)
     return p
 
 
 def read_trace(path: str | Path) -> pd.DataFrame:
+    """The validated trace in a Parquet file, or in the ``trace.parquet`` of a run's folder."""
     p = Path(path)
+    if p.is_dir():
+        if not (p / TRACE_FILE).is_file():
+            raise TraceFormatError(f"{p}: is a folder with no {TRACE_FILE} in it, expected a trace file")
+        p = p / TRACE_FILE
     if not p.exists():
         raise TraceFormatError(f"{p}: no such trace file")
     try:

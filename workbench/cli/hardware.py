@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.cli.common import add_out_argument, preset_or_file_arg
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hardware", help="list and show cluster presets or TOML files")
@@ -12,11 +14,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     lp = hs.add_parser("list", help="list the cluster presets")
     lp.set_defaults(handler=_list)
     sp = hs.add_parser("show", help="print a cluster's machines, GPUs and links")
-    sp.add_argument("name", help="preset name or path to a hardware TOML file")
+    sp.add_argument(
+        "name", type=preset_or_file_arg("hardware file"), help="preset name or path to a hardware TOML file"
+    )
     sp.set_defaults(handler=_show)
-    ep = hs.add_parser("export", help="write a preset as an editable TOML file")
-    ep.add_argument("name", help="preset name or path to a hardware TOML file")
-    ep.add_argument("-o", "--output", help="file to write (default: standard output)")
+    ep = hs.add_parser(
+        "export",
+        help="write a preset as an editable TOML file",
+        description="Write a cluster as the TOML that gnnwb hardware show and --hardware read. "
+        "Example: gnnwb hardware export h100-1x -o mine.toml",
+    )
+    ep.add_argument(
+        "name", type=preset_or_file_arg("hardware file"), help="preset name or path to a hardware TOML file"
+    )
+    add_out_argument(
+        ep, "hardware file", metavar="FILE.toml", help="file to write (default: standard output)"
+    )
     ep.set_defaults(handler=_export)
 
 
@@ -42,8 +55,9 @@ def _export(args: argparse.Namespace) -> int:
     from workbench.hardware import load_hardware
 
     text = load_hardware(args.name).to_toml()
-    if args.output:
-        Path(args.output).write_text(text)
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}")
     else:
         print(text, end="")
     return 0

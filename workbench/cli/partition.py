@@ -13,7 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workbench.cli.common import add_graph_arguments, load_graph, parse_params
+from workbench.cli.common import (
+    accept_negative_values,
+    add_graph_arguments,
+    add_out_argument,
+    check_at_most_vertices,
+    integer_arg,
+    load_graph,
+    parse_params,
+    seed_arg,
+)
 from workbench.errors import ConfigError
 
 OUT_SUFFIXES = (".npy", ".parquet")
@@ -26,15 +35,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="partition a graph with a partitioner; print edge cut, balance and time",
         description="Run a partitioner (gnnwb strategies list partition) on a graph and print its edge "
         "cut, its vertex, edge and training-vertex balance (largest part over the mean part), the "
-        "vertices, edges and training vertices of every part, and the time it took.",
+        "vertices, edges and training vertices of every part, and the time it took. "
+        "Example: gnnwb partition --graph er:n=2000,deg=8 --strategy metis --parts 4",
     )
+    accept_negative_values(p)
     add_graph_arguments(p)
     p.add_argument(
         "--strategy",
         required=True,
         help="partitioner name: random, equal-vertex, equal-edge, metis, ldg, fennel, pagraph, chunk2d, ...",
     )
-    p.add_argument("--parts", type=int, required=True, help="number of parts (GPUs or machines, >= 1)")
+    p.add_argument(
+        "--parts",
+        type=integer_arg(minimum=1),
+        required=True,
+        help="number of parts (GPUs or machines, >= 1, at most the graph's vertices)",
+    )
     p.add_argument(
         "--param",
         action="append",
@@ -42,8 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="strategy parameter, repeatable (balance_train=true, order=natural, gpu_memory_bytes=16GiB)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of every random decision (default 0)")
-    p.add_argument("--out", default=None, help="write the owner array to a .npy or .parquet file")
+    p.add_argument("--seed", type=seed_arg(), default=0, help="seed of every random decision (default 0)")
+    add_out_argument(
+        p, "owner array file", metavar="OWNER.npy", help="write the owner array to a .npy or .parquet file"
+    )
     p.set_defaults(handler=_partition)
 
 
@@ -68,12 +86,11 @@ def _partition(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix not in OUT_SUFFIXES:
         raise ConfigError(f"--out {args.out!r}: the file name must end in {' or '.join(OUT_SUFFIXES)}")
-    if args.parts < 1:
-        raise ConfigError(f"--parts must be >= 1, got {args.parts}")
     # Build the strategy first: a bad name or parameter fails before a graph is generated.
     partitioner = PARTITIONERS.create(args.strategy, **parse_params(args.param))
 
     graph = load_graph(args)
+    check_at_most_vertices("--parts", args.parts, graph)
     started = time.perf_counter()
     result = partitioner.partition(graph, args.parts, np.random.default_rng(args.seed))
     seconds = time.perf_counter() - started

@@ -13,7 +13,20 @@ import sys
 import time
 from typing import Any
 
-from workbench.cli.common import add_graph_arguments, load_graph, parse_layer_sizes, parse_params
+from workbench import validate
+from workbench.cli.common import (
+    MAX_EPOCHS,
+    MAX_LAYERS,
+    accept_negative_values,
+    add_graph_arguments,
+    check_at_most_vertices,
+    integer_arg,
+    load_graph,
+    parse_layer_sizes,
+    parse_params,
+    preset_or_file_arg,
+    seed_arg,
+)
 from workbench.errors import ConfigError
 
 
@@ -23,13 +36,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="place vertex features on GPUs with a placement strategy; print cache sizes and hit rates",
         description="Run a placement strategy (gnnwb strategies list placement) on a graph and print, for "
         "every GPU, how many vertices it caches and what share of its feature reads it expects to serve "
-        "locally, from a peer GPU, and from host memory.",
+        "locally, from a peer GPU, and from host memory. "
+        "Example: gnnwb place --graph er:n=2000,deg=8 --strategy degree --gpus 2 --capacity 10%%",
     )
+    accept_negative_values(p)  # --capacity -1% is a (refused) value, not an option
     add_graph_arguments(p)
     p.add_argument(
         "--strategy", required=True, help="placement name: none, degree, presample, partitioned, ..."
     )
-    p.add_argument("--gpus", type=int, required=True, help="number of GPUs (>= 1)")
+    p.add_argument(
+        "--gpus",
+        type=integer_arg(minimum=1),
+        required=True,
+        help="number of GPUs (>= 1, at most the graph's vertices)",
+    )
     p.add_argument(
         "--capacity",
         required=True,
@@ -37,7 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(4GiB, converted with the graph's feature dimension and 4-byte floats)",
     )
     p.add_argument(
-        "--hardware", default=None, help="cluster preset or TOML file (song-jiang reads its links)"
+        "--hardware",
+        type=preset_or_file_arg("hardware file"),
+        default=None,
+        help="cluster preset or TOML file (song-jiang reads its links)",
     )
     p.add_argument(
         "--sampler",
@@ -47,10 +70,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fanouts", default=None, help="sampler fanouts, input layer first: 15,10,5 (implies neighbor)"
     )
-    p.add_argument("--layers", type=int, default=2, help="layers for full-neighborhood sampling (default 2)")
-    p.add_argument("--batch-size", type=int, default=1024, help="seed vertices per minibatch (default 1024)")
     p.add_argument(
-        "--epochs", type=int, default=1, help="epochs to pre-sample (or to replay through a dynamic cache)"
+        "--layers",
+        type=integer_arg(minimum=1, maximum=MAX_LAYERS),
+        default=2,
+        help="layers for full-neighborhood sampling (default 2)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=integer_arg(minimum=1),
+        default=1024,
+        help="seed vertices per minibatch (default 1024)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=integer_arg(minimum=1, maximum=MAX_EPOCHS),
+        default=1,
+        help="epochs to pre-sample (or to replay through a dynamic cache)",
     )
     p.add_argument(
         "--param",
@@ -59,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="strategy parameter, repeatable (alpha=0.3, mode=algorithm1, partitioner=metis)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of every random decision (default 0)")
+    p.add_argument("--seed", type=seed_arg(), default=0, help="seed of every random decision (default 0)")
     p.set_defaults(handler=_place)
 
 
@@ -69,18 +105,18 @@ def parse_capacity(text: str, num_nodes: int, feat_dim: int) -> int:
     from workbench.strategies.placement.base import capacity_in_vertices
 
     t = text.strip()
+    if t.startswith("-"):  # -1, -1% and -4GiB alike
+        raise ConfigError(f"--capacity must not be negative, got {text!r}")
     if t.endswith("%"):
         try:
             share = float(t[:-1]) / 100
         except ValueError:
             raise ConfigError(f"--capacity {text!r}: not a percentage") from None
-        if not 0 <= share <= 1:
+        if not 0 <= share <= 1:  # NaN fails this too
             raise ConfigError(f"--capacity {text!r}: a share of the graph must lie in 0%..100%")
         return int(share * num_nodes)
-    if t.isdigit():
-        return int(t)
-    if t.lstrip("-").isdigit():
-        raise ConfigError(f"--capacity must be >= 0 vertices, got {t}")
+    if t.isascii() and t.isdigit():
+        return validate.integer(int(t), "--capacity (vertices)", minimum=0)
     if feat_dim < 1:
         raise ConfigError(
             f"--capacity {text!r} is a size, but the graph has no feature dimension; give vertices"
@@ -97,15 +133,6 @@ def _place(args: argparse.Namespace) -> int:
     from workbench.strategies.placement.probability import estimate_access_probability, resolve_estimator
     from workbench.strategies.placement.song_jiang import SongJiangPlacement
 
-    if args.gpus < 1:
-        raise ConfigError(f"--gpus must be >= 1, got {args.gpus}")
-    for flag, value in (
-        ("--layers", args.layers),
-        ("--batch-size", args.batch_size),
-        ("--epochs", args.epochs),
-    ):
-        if value < 1:
-            raise ConfigError(f"{flag} must be >= 1, got {value}")
     # Build the strategy first: a bad name or parameter fails before a graph is generated.
     placement = PLACEMENTS.create(args.strategy, **parse_params(args.param))
     fanouts = parse_layer_sizes(args.fanouts, "--fanouts") if args.fanouts else None
@@ -116,6 +143,7 @@ def _place(args: argparse.Namespace) -> int:
     cluster = load_hardware(args.hardware) if args.hardware else None
 
     graph = load_graph(args)
+    check_at_most_vertices("--gpus", args.gpus, graph)
     capacity = parse_capacity(args.capacity, graph.num_nodes, graph.feat_dim)
     num_layers = len(fanouts) if fanouts else args.layers
     access = AccessModel(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.cli.common import add_out_argument, existing_file_arg
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -12,8 +14,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Load the graph, partition, place, sample an epoch (cached on disk) and let the "
         "execution scheme build the plan; write it as JSON (gnnwb sim PLAN.json runs it).",
     )
-    p.add_argument("config", metavar="CONFIG.toml", help="run configuration (see examples/configs/)")
-    p.add_argument("-o", "--output", metavar="PLAN.json", required=True, help="where to write the plan")
+    p.add_argument(
+        "config",
+        metavar="CONFIG.toml",
+        type=existing_file_arg("run configuration"),
+        help="run configuration (see examples/configs/)",
+    )
+    add_out_argument(p, "plan file", metavar="PLAN.json", required=True, help="where to write the plan")
     p.add_argument("--no-sample-cache", action="store_true", help="sample again instead of using the cache")
     p.set_defaults(handler=run_plan)
 
@@ -26,11 +33,11 @@ def run_plan(args: argparse.Namespace) -> int:
     prepared = prepare_run(config, progress=True, sample_cache=not args.no_sample_cache)
     plan = prepared.plan(progress=True)
     plan.meta.setdefault("hardware", prepared.cluster.name)
-    plan.save(args.output)
+    plan.save(args.out)
     kinds = {k: sum(t.kind == k for t in plan.tasks) for k in ("compute", "transfer", "collective")}
     print(
         f"plan {plan.name!r}: {len(plan.tasks):,} tasks ({kinds['compute']:,} compute, "
         f"{kinds['transfer']:,} transfer, {kinds['collective']:,} collective), "
-        f"{prepared.inputs.num_iterations} iterations x {prepared.inputs.num_workers} workers -> {args.output}"
+        f"{prepared.inputs.num_iterations} iterations x {prepared.inputs.num_workers} workers -> {args.out}"
     )
     return 0

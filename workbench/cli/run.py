@@ -10,12 +10,25 @@ import argparse
 import time
 from pathlib import Path
 
+from workbench.cli.common import MAX_JOBS, accept_negative_values, integer_arg, writable_folder_arg
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the main job (every study, quick mode) and write reports/")
-    p.add_argument("--reports", default="reports", help="folder for reports (default: reports/)")
+    accept_negative_values(p)
+    p.add_argument(
+        "--reports",
+        type=writable_folder_arg("reports folder"),
+        default="reports",
+        help="folder for reports (default: reports/)",
+    )
     p.add_argument("--full", action="store_true", help="the studies' larger grids")
-    p.add_argument("--jobs", type=int, default=None, help="local processes (default: one per core)")
+    p.add_argument(
+        "--jobs",
+        type=integer_arg(minimum=1, maximum=MAX_JOBS),
+        default=None,
+        help="local processes (default: one per core)",
+    )
     p.add_argument("--scheduler", metavar="ADDRESS", default=None, help="a Dask scheduler (tcp://host:8786)")
     p.add_argument("--only", default=None, help="comma-separated study names (default: all)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -27,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     from studies.report import update_index
     from studies.runner import get_study, load_studies, run_study
 
-    names = args.only.split(",") if args.only else sorted(load_studies())
+    names = [n.strip() for n in args.only.split(",")] if args.only is not None else sorted(load_studies())
     studies = [get_study(n) for n in names]
     reports = Path(args.reports)
     t0 = time.perf_counter()

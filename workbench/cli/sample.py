@@ -1,8 +1,8 @@
 """``gnnwb sample``: run one sampler on a graph; print per-layer sizes and minibatches per second.
 
-    gnnwb sample --graph products-like --sampler neighbor --fanouts 15,10,5 --batch 1024 --batches 32
+    gnnwb sample --graph products-like --sampler neighbor --fanouts 15,10,5 --batch-size 1024 --batches 32
     gnnwb sample --graph products-like --sampler bulk-matrix --fanouts 15,10,5 --batches 64
-    gnnwb sample --graph er:n=5000,deg=10 --sampler ladies --layer-sizes 512,512 --batch 256
+    gnnwb sample --graph er:n=5000,deg=10 --sampler ladies --layer-sizes 512,512 --batch-size 256
 
 Seed batches come from a seeded shuffle of the graph's training vertices. Timing
 starts after one warm-up minibatch (compilation of the kernels on first use, caches)
@@ -16,7 +16,17 @@ import argparse
 import time
 from typing import Any
 
-from workbench.cli.common import add_graph_arguments, load_graph, parse_layer_sizes, parse_params
+from workbench.cli.common import (
+    MAX_BATCHES,
+    MAX_LAYERS,
+    accept_negative_values,
+    add_graph_arguments,
+    integer_arg,
+    load_graph,
+    parse_layer_sizes,
+    parse_params,
+    seed_arg,
+)
 from workbench.errors import ConfigError
 
 
@@ -25,17 +35,36 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sample",
         help="sample minibatches with a sampler; print per-layer sizes and minibatches/s",
         description="Run a sampler (gnnwb strategies list sampling) on a graph: per-layer mean sizes of the "
-        "sampled blocks (input layer first) and the sampling rate.",
+        "sampled blocks (input layer first) and the sampling rate. "
+        "Example: gnnwb sample --graph er:n=5000,deg=10 --sampler neighbor --fanouts 10,5 --batch-size 256",
     )
+    accept_negative_values(p)
     add_graph_arguments(p)
     p.add_argument(
         "--sampler", required=True, help="full, neighbor, ladies, fastgcn, locality-aware, bulk-matrix"
     )
     p.add_argument("--fanouts", default=None, help="per-layer fanouts, input layer first: 15,10,5")
     p.add_argument("--layer-sizes", default=None, help="LADIES/FastGCN vertices per layer, input layer first")
-    p.add_argument("--layers", type=int, default=None, help="layers of the full sampler (default 2)")
-    p.add_argument("--batch", type=int, default=1024, help="seed vertices per minibatch (default 1024)")
-    p.add_argument("--batches", type=int, default=16, help="minibatches to sample and time (default 16)")
+    p.add_argument(
+        "--layers",
+        type=integer_arg(minimum=1, maximum=MAX_LAYERS),
+        default=None,
+        help="layers of the full sampler (default 2)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=integer_arg(minimum=1),
+        default=1024,
+        help="seed vertices per minibatch (default 1024)",
+    )
+    # the former spelling, still accepted
+    p.add_argument("--batch", dest="batch_size", type=integer_arg(minimum=1), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--batches",
+        type=integer_arg(minimum=1, maximum=MAX_BATCHES),
+        default=16,
+        help="minibatches to sample and time (default 16)",
+    )
     p.add_argument(
         "--param",
         action="append",
@@ -43,7 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help='sampler parameter, repeatable (bulk=32, spgemm="torch", torch_device="cuda", algorithm="ladies", factor=3.0)',
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the batches and of the sampler (default 0)")
+    p.add_argument(
+        "--seed", type=seed_arg(), default=0, help="seed of the batches and of the sampler (default 0)"
+    )
     p.set_defaults(handler=_sample)
 
 
@@ -63,22 +94,21 @@ def _sample(args: argparse.Namespace) -> int:
 
     from workbench.registry import SAMPLERS
 
-    for flag, value in (("--batch", args.batch), ("--batches", args.batches)):
-        if value < 1:
-            raise ConfigError(f"{flag} must be >= 1, got {value}")
     # Build the sampler first: a bad name or parameter fails before a graph is generated.
     sampler = SAMPLERS.create(args.sampler, **sampler_params(args))
 
     graph = load_graph(args)
     train = graph.train_nids()
-    if train.shape[0] < args.batch:
-        raise ConfigError(f"--batch {args.batch} exceeds the graph's {train.shape[0]} training vertices")
+    if train.shape[0] < args.batch_size:
+        raise ConfigError(
+            f"--batch-size {args.batch_size} exceeds the graph's {train.shape[0]} training vertices"
+        )
     rng = np.random.default_rng(args.seed)
     batches: list[np.ndarray] = []
     while len(batches) < args.batches:
         order = rng.permutation(train)
-        usable = order.shape[0] - order.shape[0] % args.batch
-        batches.extend(order[i : i + args.batch] for i in range(0, usable, args.batch))
+        usable = order.shape[0] - order.shape[0] % args.batch_size
+        batches.extend(order[i : i + args.batch_size] for i in range(0, usable, args.batch_size))
     batches = batches[: args.batches]
 
     sampler.sample_many(graph, batches[:1], rng)  # warm-up: kernels compile on first use
@@ -93,7 +123,7 @@ def _sample(args: argparse.Namespace) -> int:
             sums[layer] += (b.num_src, b.num_dst, b.num_edges)
     mean = sums / len(minibatches)
     print(f"graph {graph.name}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges")
-    print(f"sampler {sampler!r}, batch {args.batch}, {len(minibatches)} minibatches, seed {args.seed}")
+    print(f"sampler {sampler!r}, batch {args.batch_size}, {len(minibatches)} minibatches, seed {args.seed}")
     print(
         f"{'layer':<6} {'src vertices':>14} {'dst vertices':>14} {'edges':>14}   (mean per minibatch, input layer first)"
     )

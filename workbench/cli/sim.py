@@ -18,7 +18,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from workbench.cli.common import (
+    accept_negative_values,
+    add_out_argument,
+    existing_file_arg,
+    nonempty_arg,
+    number_arg,
+    preset_or_file_arg,
+    seed_arg,
+    writable_file_arg,
+)
 from workbench.errors import PlanError
+
+# A mean-one lognormal factor with sigma above this has its median below exp(-2) = 14% of
+# the mean: every task all but free and a rare one enormous, which is no model of noise.
+MAX_JITTER = 2.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,22 +41,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="simulate an iteration plan (JSON) on a cluster and print per-phase times",
         description="Run a plan file on a simulated cluster: per-phase busy, queued and span time, "
         "bytes moved, each GPU's memory peak and the makespan. A plan that does not fit in some "
-        "memory at some moment is reported and writes no trace.",
+        "memory at some moment is reported and writes no trace. "
+        "Example: gnnwb sim examples/plans/shared_uplink.json",
     )
+    accept_negative_values(p)
     p.add_argument(
         "plan",
         metavar="PLAN.json|CONFIG.toml",
+        type=existing_file_arg("plan file or run configuration"),
         help="a plan file (examples/plans/) or a run configuration (examples/configs/)",
     )
-    p.add_argument(
-        "--out",
+    add_out_argument(
+        p,
+        "run folder",
+        kind="folder",
         metavar="DIR",
-        default=None,
         help="with a configuration: the run's folder (default reports/runs/<config name>/)",
     )
     p.add_argument(
         "--hardware",
         metavar="PRESET_OR_TOML",
+        type=preset_or_file_arg("hardware file"),
         default=None,
         help="cluster preset name, hardware TOML file or calibrated profile (gnnwb calibrate; its cost model "
         "too) (default: the plan's meta.hardware)",
@@ -50,22 +69,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--trace",
         metavar="OUT.parquet",
+        type=writable_file_arg("trace file"),
         default=None,
         help="write the trace here (plan files; configs use --out)",
     )
     p.add_argument(
-        "--seed", type=int, default=0, help="seed of the jitter draws (default 0): same seed, same trace"
+        "--seed",
+        type=seed_arg(),
+        default=0,
+        help="seed of the jitter draws (default 0): same seed, same trace",
     )
     p.add_argument(
         "--jitter",
-        type=float,
+        type=number_arg(minimum=0, maximum=MAX_JITTER),
         default=0.0,
         metavar="SIGMA",
         help="relative noise on compute durations: each is scaled by a mean-one lognormal factor "
-        "with this sigma (default 0: none)",
+        f"with this sigma, 0 to {MAX_JITTER:g} (default 0: none)",
     )
-    p.add_argument("--run-id", default=None, help="run id in the trace (default: the plan's name)")
-    p.add_argument("--cost-model", metavar="JSON", default=None, help="a saved LinearCostModel")
+    p.add_argument(
+        "--run-id",
+        type=nonempty_arg("the run id"),
+        default=None,
+        help="run id in the trace (default: the plan's name)",
+    )
+    p.add_argument(
+        "--cost-model",
+        metavar="JSON",
+        type=existing_file_arg("cost model file"),
+        default=None,
+        help="a saved LinearCostModel",
+    )
     p.set_defaults(handler=run_sim)
 
 
@@ -77,10 +111,10 @@ def run_sim(args: argparse.Namespace) -> int:
     from workbench.plan import Plan
     from workbench.trace import write_trace
 
-    if not args.jitter >= 0:
-        raise PlanError(f"--jitter must be a non-negative number, got {args.jitter}")
     if args.plan.endswith(".toml"):
         return _run_config(args)
+    if args.out:
+        raise PlanError("--out is the folder of a configuration's run; with a plan file, give --trace")
     plan = Plan.load(args.plan)
     hardware = args.hardware or plan.meta.get("hardware")
     if not hardware:

@@ -9,15 +9,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("strategies", help="list the registered strategies by kind")
     ss = p.add_subparsers(dest="action", metavar="ACTION")
     ss.required = True
-    lp = ss.add_parser("list", help="list strategies, optionally of one kind")
-    lp.add_argument("--kind", help="partition, placement, sampling, memory or execution")
+    lp = ss.add_parser(
+        "list",
+        help="list strategies, optionally of one kind",
+        description="Examples: gnnwb strategies list; gnnwb strategies list partition",
+    )
+    lp.add_argument(
+        "kind", nargs="?", metavar="KIND", help="partition, placement, sampling, memory or execution"
+    )
+    # the former spelling, still accepted
+    lp.add_argument("--kind", dest="kind_option", default=None, help=argparse.SUPPRESS)
     lp.set_defaults(handler=_list)
 
 
 def _list(args: argparse.Namespace) -> int:
+    from workbench.errors import ConfigError
     from workbench.registry import REGISTRIES, registry_for
 
-    kinds = [args.kind] if args.kind else list(REGISTRIES)
+    if args.kind is not None and args.kind_option is not None and args.kind != args.kind_option:
+        raise ConfigError(f"two kinds given: {args.kind!r} and --kind {args.kind_option!r}; give one")
+    kind = args.kind if args.kind is not None else args.kind_option
+    kinds = [kind] if kind is not None else list(REGISTRIES)
     for kind in kinds:
         reg = registry_for(kind)
         names = reg.names()

@@ -5,6 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from workbench.cli.common import (
+    MAX_JOBS,
+    accept_negative_values,
+    existing_folder_arg,
+    integer_arg,
+    writable_folder_arg,
+)
+from workbench.errors import ConfigError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("study", help="list the paper studies or run one (results resume where they stopped)")
@@ -18,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Each point's result is stored under a hash of its configuration, so an interrupted "
         "study resumes where it stopped and an unchanged point is never computed again.",
     )
+    accept_negative_values(run)
     run.add_argument("name", help="a study name (gnnwb study list)")
     size = run.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="the small grid (default)")
@@ -25,13 +35,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--scheduler", metavar="ADDRESS", default=None, help="a Dask scheduler (tcp://host:8786)"
     )
-    run.add_argument("--jobs", type=int, default=None, help="local processes (default: one per core)")
-    run.add_argument("--reports", default="reports", help="reports folder (default: reports/)")
+    run.add_argument(
+        "--jobs",
+        type=integer_arg(minimum=1, maximum=MAX_JOBS),
+        default=None,
+        help="local processes (default: one per core)",
+    )
+    run.add_argument(
+        "--reports",
+        type=writable_folder_arg("reports folder"),
+        default="reports",
+        help="reports folder (default: reports/)",
+    )
     run.set_defaults(handler=run_one)
     report = sub.add_parser(
         "report", help="rebuild reports/index.html and every study page from stored results"
     )
-    report.add_argument("--reports", default="reports", help="reports folder (default: reports/)")
+    report.add_argument(
+        "--reports",
+        type=existing_folder_arg("reports folder"),
+        default="reports",
+        help="reports folder, as gnnwb run or gnnwb study run wrote it (default: reports/)",
+    )
     report.set_defaults(handler=rebuild_reports)
 
 
@@ -47,10 +72,6 @@ def run_one(args: argparse.Namespace) -> int:
     from studies.pages import write_study_page
     from studies.runner import get_study, run_study
 
-    if args.jobs is not None and args.jobs < 1:
-        from workbench.errors import ConfigError
-
-        raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
     study = get_study(args.name)
     done = run_study(
         study, full=args.full, reports=Path(args.reports), jobs=args.jobs, scheduler=args.scheduler
@@ -63,6 +84,13 @@ def run_one(args: argparse.Namespace) -> int:
 def rebuild_reports(args: argparse.Namespace) -> int:
     from studies.pages import rebuild
 
-    index = rebuild(Path(args.reports))
+    reports = Path(args.reports)
+    # An empty index is no report: say so rather than write one.
+    if not any((reports / "studies").glob("*/points/*.json")):
+        raise ConfigError(
+            f"--reports {args.reports}: no stored study results to report "
+            "(gnnwb run or gnnwb study run NAME stores them)"
+        )
+    index = rebuild(reports)
     print(f"report: {index}")
     return 0

@@ -2,26 +2,40 @@
 
 ``gnnwb trace show TRACE.parquet`` prints the per-phase summary and the makespan;
 ``gnnwb trace export TRACE.parquet --chrome out.json`` writes a timeline for
-Perfetto or chrome://tracing.
+Perfetto or chrome://tracing. Either takes a run's folder (``reports/runs/<name>/``) for
+the ``trace.parquet`` in it.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from workbench.cli.common import writable_file_arg
+
+TRACE_HELP = "a trace file, or a run's folder holding a trace.parquet"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trace", help="summarise a trace or export it as a Chrome/Perfetto timeline")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
-    show = actions.add_parser("show", help="per-phase summary and makespan of a trace")
-    show.add_argument("trace", metavar="TRACE.parquet")
+    show = actions.add_parser(
+        "show",
+        help="per-phase summary and makespan of a trace",
+        description="Example: gnnwb trace show examples/traces/shared_uplink.parquet",
+    )
+    show.add_argument("trace", metavar="TRACE.parquet", help=TRACE_HELP)
     show.set_defaults(handler=show_trace)
-    export = actions.add_parser("export", help="write a trace as Chrome trace-event JSON")
-    export.add_argument("trace", metavar="TRACE.parquet")
+    export = actions.add_parser(
+        "export",
+        help="write a trace as Chrome trace-event JSON",
+        description="Example: gnnwb trace export examples/traces/shared_uplink.parquet --chrome timeline.json",
+    )
+    export.add_argument("trace", metavar="TRACE.parquet", help=TRACE_HELP)
     export.add_argument(
         "--chrome",
         metavar="OUT.json",
+        type=writable_file_arg("Chrome trace file"),
         required=True,
         help="output file (open in Perfetto or chrome://tracing)",
     )
