@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench import validate
 from workbench.config import RunConfig, StrategyConfig, load_config
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.plan import Plan
@@ -212,6 +213,11 @@ def launch(
     exists) and rank 0 writes at the end, so one training continues over several launches."""
     if not time_limit > 0 or not collective_timeout > 0:
         raise ConfigError("--time-limit and --collective-timeout must be positive")
+    # Before any worker starts: a port beyond 65535 or an output path that is a file would
+    # otherwise fail after the workers were spawned.
+    validate.port(port, "--port")
+    if out is not None:
+        validate.writable_folder(out, "run folder")
     from realrun.layers import layer_backend
 
     chosen = layer_backend(layers, "cpu" if device == "cpu" else "cuda").name

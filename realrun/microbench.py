@@ -75,6 +75,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from workbench import validate
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.model import DTYPE_BYTES, INDEX_BYTES
 from workbench.plan import Plan, Task
@@ -676,6 +677,8 @@ def run_microbench(
             f"--device cuda: no CUDA device here (torch {torch.__version__}, "
             f"torch.cuda.is_available() is False); use --device cpu"
         )
+    if out_dir is not None:  # before any measuring: a file in the way would fail only at the end
+        validate.writable_folder(out_dir, "microbenchmark output folder")
     began = time.perf_counter()
 
     def say(message: str) -> None:

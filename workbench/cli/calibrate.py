@@ -12,6 +12,13 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.cli.common import (
+    accept_negative_values,
+    add_out_argument,
+    existing_path_arg,
+    preset_or_file_arg,
+    seed_arg,
+)
 from workbench.errors import ConfigError
 
 
@@ -24,13 +31,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "phase (ROC's linear model; gradient-boosted trees only where clearly better on held-out rows). "
         "Writes a profile TOML with the calibrated cluster, the cost model, fit quality and provenance.",
     )
+    accept_negative_values(p)
     p.add_argument(
-        "traces", nargs="+", metavar="TRACE_OR_FOLDER", help="trace files, or folders of trace.parquet files"
+        "traces",
+        nargs="+",
+        type=existing_path_arg("trace file or folder"),
+        metavar="TRACE_OR_FOLDER",
+        help="trace files, or folders of trace.parquet files",
     )
-    p.add_argument("-o", "--out", required=True, metavar="PROFILE.toml", help="where to write the profile")
+    add_out_argument(
+        p, "profile file", metavar="PROFILE.toml", required=True, help="where to write the profile"
+    )
     p.add_argument(
         "--hardware",
         metavar="PRESET_OR_TOML",
+        type=preset_or_file_arg("hardware file"),
         default=None,
         help="the hardware the traces' node names refer to (default: the [hardware] of the config.toml "
         "beside the traces)",
@@ -51,7 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="count the idle gap before each activity of a worker as part of it (the host's overhead "
         "per task in a real run whose workers do one thing at a time)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the held-out folds and the trees (default 0)")
+    p.add_argument(
+        "--seed", type=seed_arg(), default=0, help="seed of the held-out folds and the trees (default 0)"
+    )
     p.set_defaults(handler=run_calibrate)
 
 

@@ -96,6 +96,18 @@ def existing_folder_arg(what: str) -> Callable[[str], str]:
     return _checked(lambda text: str(validate.existing_folder(_nonempty_path(text, what), what)))
 
 
+def existing_path_arg(what: str) -> Callable[[str], str]:
+    """A path that exists: a file or a folder (a folder stands for the files in it)."""
+
+    def existing_path(text: str) -> str:
+        _nonempty_path(text, what)
+        if not Path(text).exists():
+            raise ConfigError(f"{text}: no such {what}")
+        return text
+
+    return _checked(existing_path)
+
+
 def writable_file_arg(what: str) -> Callable[[str], str]:
     """A path where a file can be written: not a folder, under a writable folder."""
     return _checked(lambda text: str(validate.writable_file(_nonempty_path(text, what), what)))

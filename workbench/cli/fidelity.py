@@ -39,6 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench.cli.common import (
+    MAX_EPOCHS,
+    accept_negative_values,
+    add_out_argument,
+    integer_arg,
+    nonempty_arg,
+    parse_layer_sizes,
+)
 from workbench.errors import ConfigError
 
 SCHEMES = ("model-centric", "hopgnn")
@@ -164,8 +172,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the grid) and simulate the other; tabulate per phase and per epoch predicted against measured "
         "with relative errors beside the measurement's run-to-run spread; plot both.",
     )
-    p.add_argument(
-        "--out", default="reports/fidelity", metavar="DIR", help="output folder (default reports/fidelity)"
+    accept_negative_values(p)
+    add_out_argument(
+        p,
+        "fidelity output folder",
+        kind="folder",
+        default="reports/fidelity",
+        metavar="DIR",
+        help="output folder (default reports/fidelity)",
     )
     p.add_argument(
         "--workers",
@@ -175,14 +189,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--repeats",
-        type=int,
+        type=integer_arg(minimum=1, maximum=1000),
         default=5,
         help="real runs per configuration (default 5: the median of 3 still moved by several percent)",
     )
-    p.add_argument("--epochs", type=int, default=2, help="epochs per run; the last is measured (default 2)")
-    p.add_argument("--iterations", type=int, default=8, help="iterations per epoch (default 8)")
-    p.add_argument("--batch", type=int, default=256, help="seed vertices per minibatch (default 256)")
-    p.add_argument("--graph", default=GRAPH, help=f"the graph (default {GRAPH})")
+    p.add_argument(
+        "--epochs",
+        type=integer_arg(minimum=1, maximum=MAX_EPOCHS),
+        default=2,
+        help="epochs per run; the last is measured (default 2)",
+    )
+    p.add_argument(
+        "--iterations",
+        type=integer_arg(minimum=1, maximum=100_000),
+        default=8,
+        help="iterations per epoch (default 8)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=integer_arg(minimum=1),
+        default=256,
+        help="seed vertices per minibatch (default 256)",
+    )
+    # the former spelling, still accepted
+    p.add_argument("--batch", dest="batch_size", type=integer_arg(minimum=1), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--graph", type=nonempty_arg("--graph"), default=GRAPH, help=f"the graph (default {GRAPH})"
+    )
     p.add_argument("--quick", action="store_true", help="no placements beside 'none' (half the grid)")
     p.add_argument(
         "--no-microbench",
@@ -214,17 +247,14 @@ class FidelityOptions:
 
 
 def run_fidelity(args: argparse.Namespace) -> int:
-    try:
-        workers = tuple(sorted({int(x) for x in args.workers.split(",") if x.strip()}))
-    except ValueError:
-        raise ConfigError(f"--workers {args.workers!r}: expected integers like 2,4") from None
+    workers = tuple(sorted(set(parse_layer_sizes(args.workers, "--workers"))))
     opts = FidelityOptions(
         Path(args.out),
         workers,
         args.repeats,
         args.epochs,
         args.iterations,
-        args.batch,
+        args.batch_size,
         args.graph,
         args.quick,
         args.microbench,

@@ -14,6 +14,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from workbench.cli.common import (
+    MAX_EPOCHS,
+    MAX_JOBS,
+    accept_negative_values,
+    add_out_argument,
+    existing_file_arg,
+    integer_arg,
+    number_arg,
+    port_arg,
+)
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -24,10 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "read like a simulated run's. A worker that dies or hangs ends the run with an error that "
         "names it; the rows written so far are kept.",
     )
-    p.add_argument("config", metavar="CONFIG.toml", help="a run configuration (examples/configs/)")
+    accept_negative_values(p)
+    p.add_argument(
+        "config",
+        metavar="CONFIG.toml",
+        type=existing_file_arg("run configuration"),
+        help="a run configuration (examples/configs/)",
+    )
     p.add_argument(
         "--workers",
-        type=int,
+        type=integer_arg(minimum=1, maximum=MAX_JOBS),
         default=None,
         metavar="N",
         help="worker processes, one per GPU of the configured cluster in its order "
@@ -39,25 +56,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="cpu",
         help="where the workers train: cpu (gloo) or cuda (one GPU per worker, NCCL)",
     )
-    p.add_argument(
-        "--out", metavar="DIR", default=None, help="the run's folder (default reports/runs/<name>-real/)"
+    add_out_argument(
+        p,
+        "run folder",
+        kind="folder",
+        metavar="DIR",
+        help="the run's folder (default reports/runs/<name>-real/)",
     )
     p.add_argument(
         "--epochs",
-        type=int,
+        type=integer_arg(minimum=1, maximum=MAX_EPOCHS),
         default=None,
         help="epochs over the same sampled minibatches (default: [training] epochs)",
     )
     p.add_argument(
         "--time-limit",
-        type=float,
+        type=number_arg(positive=True),
         default=None,
         metavar="S",
         help="seconds the whole run may take before it is stopped (default 3600)",
     )
     p.add_argument(
         "--collective-timeout",
-        type=float,
+        type=number_arg(positive=True),
         default=None,
         metavar="S",
         help="seconds a worker may wait for the others in a collective before the run is stopped "
@@ -65,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--port",
-        type=int,
+        type=port_arg(),
         default=0,
         help="TCP port on 127.0.0.1 for the workers' rendezvous (default: a free one)",
     )
@@ -112,8 +133,6 @@ def run_realrun(args: argparse.Namespace) -> int:
     from workbench.errors import ConfigError
     from workbench.trace import phase_table, read_trace
 
-    if args.epochs is not None and args.epochs < 1:
-        raise ConfigError(f"--epochs must be >= 1, got {args.epochs}")
     if args.online and args.epochs is not None:
         raise ConfigError("--online trains the configuration's iterations, one launch each; drop --epochs")
     link_bandwidth = None
