@@ -152,7 +152,7 @@ def test_toml_matches_the_equivalent_spec(tmp_path) -> None:
     [
         ('generator = "kronecker"\nn = 10', "generator must be one of"),
         ('generator = "rmat"\nn = 100\nm = 200\ncolour = 1', "unknown key 'colour'"),
-        ('generator = "rmat"\nn = "many"\nm = 200', "n must be a number"),
+        ('generator = "rmat"\nn = "many"\nm = 200', "n must be an integer >= 2, got 'many'"),
         ("generator = [", "not valid TOML"),
     ],
 )

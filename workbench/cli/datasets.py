@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench.errors import ConfigError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -82,6 +84,7 @@ def _load(args: argparse.Namespace, progress):
         cache=not args.no_cache,
         degree_scale=args.degree_scale,
         progress=progress,
+        seed_name="--seed",
     )
 
 
@@ -95,7 +98,10 @@ def _generate(args: argparse.Namespace) -> int:
     import time
 
     from workbench.graph import io
+    from workbench.validate import writable_file
 
+    if args.output:  # checked before generating, so a bad path costs no generation time
+        writable_file(args.output, "graph file (-o)")
     start = time.perf_counter()
     with _Progress(args.name) as progress:
         graph = _load(args, progress)
@@ -104,7 +110,13 @@ def _generate(args: argparse.Namespace) -> int:
     if graph.meta.get("cache_path"):
         print(f"cache: {graph.meta['cache_path']}")
     if args.output:
-        print(f"wrote {io.save_graph(graph, args.output)}")
+        try:
+            written = io.save_graph(graph, args.output)
+        except OSError as exc:  # the folder vanished or the disk filled since the check
+            raise ConfigError(
+                f"{args.output}: could not write the graph file (-o) ({exc.strerror})"
+            ) from None
+        print(f"wrote {written.resolve()}")
     return 0
 
 

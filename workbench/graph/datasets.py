@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import ConfigError, GraphFormatError, UnknownNameError
-from workbench.graph import io
+from workbench.graph import io, specs
 from workbench.graph.csr import CSRGraph
 from workbench.tomlfile import read_toml
+from workbench.validate import existing_file, finite_number, integer, string, table
 
 Progress = Callable[[str], None]
 
@@ -229,6 +230,8 @@ def load_dataset(
     *,
     degree_scale: float | None = None,
     progress: Progress | None = None,
+    seed_name: str = "--graph-seed",
+    scale_name: str = "--scale",
 ) -> CSRGraph:
     """The graph called ``name`` (a preset, an ad-hoc spec, a shipped real graph or a path); see the module doc.
 
@@ -239,8 +242,13 @@ def load_dataset(
     edges) so it generates in ~10 s; reddit-like keeps a tenth of Reddit's degree and
     papers-like half of papers100M's, at 0.5% of its vertices. ``meta["degree_scale"]``
     always records what was kept. ``progress`` receives one line per stage.
+
+    ``seed_name`` and ``scale_name`` are what errors call the seed and the scale (the
+    command-line options by default; ``[graph] seed`` for a run configuration).
     """
-    recipe = resolve(name, scale=scale, seed=seed, degree_scale=degree_scale)
+    recipe = resolve(
+        name, scale=scale, seed=seed, degree_scale=degree_scale, seed_name=seed_name, scale_name=scale_name
+    )
     if recipe is None:
         from workbench.graph import loaders
 
@@ -308,22 +316,32 @@ def cache_path(recipe: Recipe, cache_dir: str | os.PathLike | None = None) -> Pa
 
 
 def resolve(
-    name: str, scale: float | None = None, seed: int = 0, degree_scale: float | None = None
+    name: str,
+    scale: float | None = None,
+    seed: int = 0,
+    degree_scale: float | None = None,
+    *,
+    seed_name: str = "seed",
+    scale_name: str = "scale",
 ) -> Recipe | None:
-    """The recipe of a preset or ad-hoc spec; ``None`` when ``name`` is neither."""
-    if scale is not None and not scale > 0:
-        raise ConfigError(f"scale must be positive, got {scale}")
-    if degree_scale is not None and not degree_scale > 0:
-        raise ConfigError(f"degree_scale must be positive, got {degree_scale}")
+    """The recipe of a preset or ad-hoc spec; ``None`` when ``name`` is neither.
+
+    The seed must be a non-negative int64 (numpy seeds take no negative number) and
+    scales finite and positive; errors call them ``seed_name`` and ``scale_name``.
+    """
+    string(name, "graph name", nonempty=True)
+    if scale is not None:
+        finite_number(scale, scale_name, positive=True)
+    if degree_scale is not None:
+        finite_number(degree_scale, "degree_scale", positive=True)
+    integer(seed, seed_name, minimum=0)
     if name in DATASETS:
         return _preset_recipe(DATASETS[name], scale, seed, degree_scale)
     kind, sep, _ = name.partition(":")
     if sep and kind in SPEC_KEYS:
         return _spec_recipe(name, scale, seed)
     if name.endswith(".toml"):
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"{name}: no such graph description file")
+        path = existing_file(Path(name).expanduser(), "graph description file")
         return _toml_recipe(path, scale, seed)
     return None
 
@@ -331,6 +349,13 @@ def resolve(
 def _preset_recipe(preset: Preset, scale: float | None, seed: int, degree_scale: float | None) -> Recipe:
     scale = preset.default_scale if scale is None else scale
     kept_degree = preset.degree_scale if degree_scale is None else degree_scale
+    wanted_nodes = preset.full.nodes * scale
+    wanted_edges = wanted_nodes * preset.full.avg_degree * kept_degree
+    if wanted_nodes > specs.MAX_NODES or wanted_edges > specs.INT64_MAX:
+        raise ConfigError(
+            f"{preset.name} at scale {scale:g} (degree scale {kept_degree:g}) is {wanted_nodes:.3g} vertices "
+            f"and {wanted_edges:.3g} edges; at most {specs.MAX_NODES} vertices are possible"
+        )
     nodes, edges = preset.size_at(scale, kept_degree)
     full = preset.full
     communities = min(full.classes * preset.communities_per_class, max(1, nodes // 16))
@@ -378,10 +403,12 @@ def _spec_recipe(spec: str, scale: float | None, seed: int) -> Recipe:
             raise ConfigError(
                 f"{spec}: unknown or malformed entry {item!r}; keys for {kind}: {', '.join(allowed)}"
             )
-        try:
-            values[key] = float(raw) if any(ch in raw for ch in ".eE") else int(raw)
-        except ValueError:
-            raise ConfigError(f"{spec}: {key}={raw!r} is not a number") from None
+        if key in values:  # which one was meant is anybody's guess
+            raise ConfigError(f"{spec}: {key} is given twice")
+        number = specs.parse_number(raw)
+        if number is None:
+            raise ConfigError(f"{spec}: {key}={raw.strip()!r} is not a number")
+        values[key] = number
     return _generator_recipe(spec, kind, values, scale, seed)
 
 
@@ -390,62 +417,52 @@ def _toml_recipe(path: Path, scale: float | None, seed: int) -> Recipe:
 
     See ``examples/datasets/*.toml``. ``seed`` in the file overrides the caller's.
     """
-    table = read_toml(path, "graph recipe")
-    table = dict(table.get("graph", table))
-    kind = table.pop("generator", None)
-    if kind not in SPEC_KEYS:
+    document = read_toml(path, "graph recipe")
+    values = dict(table(document.get("graph", document), f"{path}: [graph]"))
+    kind = values.pop("generator", None)
+    if not isinstance(kind, str) or kind not in SPEC_KEYS:
         raise ConfigError(f"{path}: generator must be one of {', '.join(SPEC_KEYS)}, got {kind!r}")
-    table.pop("description", None)
-    seed = int(table.pop("seed", seed))
+    string(values.pop("description", ""), f"{path}: description")
+    if "seed" in values:
+        seed = integer(values.pop("seed"), f"{path}: seed", minimum=0)
     allowed = {**SPEC_KEYS[kind], **_NODE_DATA_KEYS}
-    for key, value in table.items():
+    for key in values:
         if key not in allowed:
             raise ConfigError(f"{path}: unknown key {key!r}; keys for {kind}: {', '.join(allowed)}")
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise ConfigError(f"{path}: {key} must be a number, got {value!r}")
-    return _generator_recipe(path.stem, kind, table, scale, seed, where=str(path))
+    return _generator_recipe(path.stem, kind, values, scale, seed, where=str(path))
 
 
 def _generator_recipe(
     name: str, kind: str, values: dict[str, Any], scale: float | None, seed: int, where: str | None = None
 ) -> Recipe:
+    """The recipe of generator ``kind`` with ``values``: each value checked by its rule
+    (:data:`workbench.graph.specs.RULES`), then the sizes at ``scale``, before anything is built."""
     where = where or name
-    params = {**SPEC_KEYS[kind], **_NODE_DATA_KEYS, **values}
+    checked = {key: specs.check_param(key, value, where) for key, value in values.items()}
+    params = {**SPEC_KEYS[kind], **_NODE_DATA_KEYS, **checked}
     missing = [
         k for k, v in params.items() if v is None and k not in ("communities", "exponent", "concentration")
     ]
     if missing:
         raise ConfigError(f"{where}: missing {', '.join(missing)}")
+    _check_node_data(params, where)
     factor = 1.0 if scale is None else scale
-    n = max(2, int(round(params["n"] * factor)))
-    classes = int(params["classes"])
+    n = specs.scaled_nodes(params["n"], factor, where)
+    classes = params["classes"]
     if kind == "rmat":
-        communities = params["communities"]
-        communities = classes * 2 if communities is None else int(communities)
-        structure = {
-            "num_nodes": n,
-            "num_edges": int(round(params["m"] * factor)),
-            "a": params["a"],
-            "b": params["b"],
-            "c": params["c"],
-            "num_communities": min(communities, n),
-            "p_in": params["p_in"],
-            "connect_isolated": bool(params["connect"]),
-        }
+        structure = _rmat_structure(params, n, factor, where)
     elif kind == "sbm":
-        structure = {
-            "num_nodes": n,
-            "num_blocks": int(params["blocks"]),
-            "avg_degree": float(params["deg"]),
-            "p_in_fraction": params["p_in"],
-            "degree_exponent": params["exponent"],
-            "block_concentration": params["concentration"],
-        }
+        structure = _sbm_structure(params, n, where)
     else:
+        if params["deg"] > n - 1:
+            raise ConfigError(
+                f"{where}: deg must be at most n-1 = {n - 1} (a vertex has n-1 possible neighbors), "
+                f"got {params['deg']}"
+            )
         structure = {"num_nodes": n, "avg_degree": float(params["deg"])}
     node_data = {
         "num_classes": classes,
-        "feat_dim": int(params["feat"]),
+        "feat_dim": params["feat"],
         "train_fraction": params["train"],
         "val_fraction": params["val"],
         "test_fraction": params["test"],
@@ -454,12 +471,67 @@ def _generator_recipe(
     return Recipe(name, kind, structure, node_data, seed, {"spec": where, "scale": factor, "params": params})
 
 
+def _check_node_data(params: dict[str, Any], where: str) -> None:
+    split = params["train"] + params["val"] + params["test"]
+    if split > 1.0 + 1e-9:
+        raise ConfigError(
+            f"{where}: train + val + test must be at most 1, got "
+            f"{params['train']} + {params['val']} + {params['test']} = {split:g}"
+        )
+
+
+def _rmat_structure(params: dict[str, Any], n: int, factor: float, where: str) -> dict[str, Any]:
+    a, b, c = params["a"], params["b"], params["c"]
+    if a + b + c >= 1:
+        raise ConfigError(f"{where}: a + b + c must be below 1 (d = 1 - a - b - c > 0), got {a + b + c:g}")
+    m = specs.scaled_edges(params["m"], factor, where)
+    specs.check_density(n, m, where)
+    communities = params["communities"]
+    if communities is None:
+        communities = min(params["classes"] * 2, n)  # the default follows the classes, within n
+    elif communities > n:
+        raise ConfigError(f"{where}: communities={communities} is more than the {n} vertices")
+    return {
+        "num_nodes": n,
+        "num_edges": m,
+        "a": a,
+        "b": b,
+        "c": c,
+        "num_communities": communities,
+        "p_in": params["p_in"],
+        "connect_isolated": bool(params["connect"]),
+    }
+
+
+def _sbm_structure(params: dict[str, Any], n: int, where: str) -> dict[str, Any]:
+    if params["blocks"] > n:
+        raise ConfigError(f"{where}: blocks={params['blocks']} is more than the {n} vertices")
+    specs.check_density(n, n * float(params["deg"]), where)
+    return {
+        "num_nodes": n,
+        "num_blocks": params["blocks"],
+        "avg_degree": float(params["deg"]),
+        "p_in_fraction": params["p_in"],
+        "degree_exponent": params["exponent"],
+        "block_concentration": params["concentration"],
+    }
+
+
+def stored_edges(recipe: Recipe) -> int:
+    """The stored (directed) edges ``recipe`` asks for (ER's duplicates are dropped after)."""
+    s = recipe.structure
+    if recipe.generator == "rmat":
+        return int(s["num_edges"])
+    return int(round(s["num_nodes"] * s["avg_degree"]))
+
+
 def generate(recipe: Recipe, progress: Progress | None = None) -> CSRGraph:
     """Build the graph a recipe describes (no cache)."""
     from workbench.graph import generators
     from workbench.graph.signal import attach_node_data
 
     s = recipe.structure
+    specs.check_memory(s["num_nodes"], stored_edges(recipe), recipe.extra_meta.get("spec", recipe.name))
     _say(progress, f"generating {recipe.generator} structure: {s['num_nodes']:,} vertices")
     if recipe.generator == "rmat":
         graph = generators.rmat(seed=recipe.seed, name=recipe.name, **s)

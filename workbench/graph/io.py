@@ -84,25 +84,74 @@ def load_graph(path: str | os.PathLike, *, validate: bool = True) -> CSRGraph:
         raise
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, UnicodeDecodeError) as exc:
         raise GraphFormatError(f"{path}: not a readable graph file ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(header, dict):
+        raise GraphFormatError(f"{path}: not a workbench graph file (the header is not a table)")
     if header.get("magic") != _MAGIC:
         raise GraphFormatError(f"{path}: not a workbench graph file (bad header)")
     if header.get("format_version") != FORMAT_VERSION:
         raise GraphFormatError(
             f"{path}: graph file format {header.get('format_version')}, this workbench reads {FORMAT_VERSION}"
         )
+    _check_arrays(path, arrays)
     graph = CSRGraph(
         indptr=arrays["indptr"],
         indices=arrays["indices"],
-        name=header.get("name", path.stem),
-        num_classes=int(header.get("num_classes", 0)),
-        feat_dim=int(header.get("feat_dim", 0)),
-        feature_seed=int(header.get("feature_seed", 0)),
-        meta=header.get("meta", {}),
+        name=_header_field(path, header, "name", str, path.stem),
+        num_classes=_header_field(path, header, "num_classes", int, 0),
+        feat_dim=_header_field(path, header, "feat_dim", int, 0),
+        feature_seed=_header_field(path, header, "feature_seed", int, 0),
+        meta=_header_field(path, header, "meta", dict, {}),
         **{name: arrays[name] for name in _OPTIONAL_ARRAYS if name in arrays},
     )
     if validate:
-        graph.validate()
+        try:
+            graph.validate()
+        except GraphFormatError as exc:  # its message names the graph; the user knows the file
+            raise GraphFormatError(f"{path}: {exc}") from None
     return graph
+
+
+# What each array of a graph file must be: its dimensions and the kind of its dtype
+# (numpy's dtype.kind: "iu" integers, "b" booleans, "f" floats). A float array where ids
+# belong would be truncated on the way in: refused instead.
+_ARRAY_KINDS: dict[str, tuple[int, str]] = {
+    "indptr": (1, "iu"),
+    "indices": (1, "iu"),
+    "edge_weight": (1, "f"),
+    "labels": (1, "iu"),
+    "train_mask": (1, "b"),
+    "val_mask": (1, "b"),
+    "test_mask": (1, "b"),
+    "communities": (1, "iu"),
+    "explicit_features": (2, "f"),
+}
+
+
+def _check_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    for name, (ndim, kinds) in _ARRAY_KINDS.items():
+        array = arrays.get(name)
+        if array is None:
+            continue
+        if array.ndim != ndim or array.dtype.kind not in kinds:
+            raise GraphFormatError(
+                f"{path}: array {name} must be {ndim}-D of {_KIND_NAMES[kinds]}, "
+                f"got {array.ndim}-D of {array.dtype}"
+            )
+        if kinds == "f" and not np.all(np.isfinite(array)):
+            raise GraphFormatError(f"{path}: array {name} holds NaN or infinite values")
+
+
+_KIND_NAMES = {"iu": "integers", "b": "booleans", "f": "floats"}
+
+
+def _header_field(path: Path, header: dict[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = header.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise GraphFormatError(f"{path}: header field {key} must be {_TYPE_NAMES[kind]}, got {value!r}")
+    return value
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", dict: "a table"}
 
 
 def _json_default(value: Any) -> Any:
