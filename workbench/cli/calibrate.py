@@ -15,6 +15,7 @@ import argparse
 from workbench.cli.common import (
     accept_negative_values,
     add_out_argument,
+    examples,
     existing_path_arg,
     preset_or_file_arg,
     seed_arg,
@@ -30,6 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(bytes against time over each transfer's route), compute cost coefficients per device model and "
         "phase (ROC's linear model; gradient-boosted trees only where clearly better on held-out rows). "
         "Writes a profile TOML with the calibrated cluster, the cost model, fit quality and provenance.",
+        **examples(
+            "gnnwb microbench --quick --only h2d,gather -o bench",
+            "gnnwb calibrate bench --hardware h100-1x -o profile.toml",
+        ),
     )
     accept_negative_values(p)
     p.add_argument(

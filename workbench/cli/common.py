@@ -27,6 +27,28 @@ from workbench.errors import ConfigError
 NEGATIVE_VALUE = re.compile(r"^-(\.?\d|inf|nan)", re.IGNORECASE)
 
 
+class ExamplesHelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but an example line (``$ gnnwb ...``) is kept on its own line as
+    written, so it can be copied, and the test of every help's examples can find and run it."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs: list[str] = []
+        for line in text.splitlines() or [""]:
+            if line.lstrip().startswith(("$ gnnwb ", "gnnwb ")) or not line.strip():
+                paragraphs.append(indent + line)
+            else:
+                paragraphs.append(super()._fill_text(line, width, indent))
+        return "\n".join(paragraphs)
+
+
+def examples(*lines: str) -> dict[str, Any]:
+    """``add_parser`` keywords that end a command's help with these example command lines."""
+    return {
+        "epilog": "examples:\n" + "\n".join(f"  $ {line}" for line in lines),
+        "formatter_class": ExamplesHelpFormatter,
+    }
+
+
 def accept_negative_values(parser: argparse.ArgumentParser) -> None:
     """Let ``parser`` take option values that start like a negative number (``-1%``, ``-1e3``, ``-inf``)."""
     parser._negative_number_matcher = NEGATIVE_VALUE  # argparse has no public switch for this

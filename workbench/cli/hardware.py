@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import add_out_argument, preset_or_file_arg
+from workbench.cli.common import add_out_argument, examples, preset_or_file_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,7 +13,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     hs.required = True
     lp = hs.add_parser("list", help="list the cluster presets")
     lp.set_defaults(handler=_list)
-    sp = hs.add_parser("show", help="print a cluster's machines, GPUs and links")
+    sp = hs.add_parser(
+        "show",
+        help="print a cluster's machines, GPUs and links",
+        **examples(
+            "gnnwb hardware show hopgnn-4xa100-10gbe",
+            "gnnwb hardware show examples/hardware/ring4-nvswitch-nolatency.toml",
+        ),
+    )
     sp.add_argument(
         "name", type=preset_or_file_arg("hardware file"), help="preset name or path to a hardware TOML file"
     )
@@ -21,8 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ep = hs.add_parser(
         "export",
         help="write a preset as an editable TOML file",
-        description="Write a cluster as the TOML that gnnwb hardware show and --hardware read. "
-        "Example: gnnwb hardware export h100-1x -o mine.toml",
+        description="Write a cluster as the TOML that gnnwb hardware show and --hardware read.",
+        **examples("gnnwb hardware export h100-1x -o mine.toml", "gnnwb hardware show mine.toml"),
     )
     ep.add_argument(
         "name", type=preset_or_file_arg("hardware file"), help="preset name or path to a hardware TOML file"

@@ -20,6 +20,7 @@ from workbench.cli.common import (
     MAX_JOBS,
     accept_negative_values,
     add_out_argument,
+    examples,
     integer_arg,
     number_arg,
     seed_arg,
@@ -42,8 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Sweep sizes of host<->device copies (pageable and pinned), device-to-device "
         "copies, index_select gathers, sparse aggregation over a sampled block, and all-reduce and "
         "point-to-point between two local worker processes (gloo on CPU, NCCL between two GPUs). "
-        "Every timed repeat is a trace row. On --device cpu the copies are host memcpy. "
-        "Example: gnnwb microbench --quick --only h2d,gather -o bench",
+        "Every timed repeat is a trace row. On --device cpu the copies are host memcpy.",
+        **examples("gnnwb microbench --quick --only h2d,gather -o bench"),
     )
     accept_negative_values(p)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to measure (default cpu)")

@@ -18,6 +18,7 @@ from workbench.cli.common import (
     add_graph_arguments,
     add_out_argument,
     check_at_most_vertices,
+    examples,
     integer_arg,
     load_graph,
     parse_params,
@@ -35,8 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="partition a graph with a partitioner; print edge cut, balance and time",
         description="Run a partitioner (gnnwb strategies list partition) on a graph and print its edge "
         "cut, its vertex, edge and training-vertex balance (largest part over the mean part), the "
-        "vertices, edges and training vertices of every part, and the time it took. "
-        "Example: gnnwb partition --graph er:n=2000,deg=8 --strategy metis --parts 4",
+        "vertices, edges and training vertices of every part, and the time it took.",
+        **examples(
+            "gnnwb partition --graph er:n=2000,deg=8 --strategy metis --parts 4",
+            "gnnwb partition --graph er:n=2000,deg=8 --strategy ldg --parts 2 --seed 1 -o owner.npy",
+        ),
     )
     accept_negative_values(p)
     add_graph_arguments(p)

@@ -20,6 +20,7 @@ from workbench.cli.common import (
     accept_negative_values,
     add_graph_arguments,
     check_at_most_vertices,
+    examples,
     integer_arg,
     load_graph,
     parse_layer_sizes,
@@ -36,8 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="place vertex features on GPUs with a placement strategy; print cache sizes and hit rates",
         description="Run a placement strategy (gnnwb strategies list placement) on a graph and print, for "
         "every GPU, how many vertices it caches and what share of its feature reads it expects to serve "
-        "locally, from a peer GPU, and from host memory. "
-        "Example: gnnwb place --graph er:n=2000,deg=8 --strategy degree --gpus 2 --capacity 10%%",
+        "locally, from a peer GPU, and from host memory.",
+        **examples(
+            "gnnwb place --graph er:n=2000,deg=8 --strategy degree --gpus 2 --capacity 10%",
+            "gnnwb place --graph er:n=2000,deg=8 --strategy fifo --gpus 2 --capacity 200 --fanouts 5,5 "
+            "--batch-size 64",
+        ),
     )
     accept_negative_values(p)  # --capacity -1% is a (refused) value, not an option
     add_graph_arguments(p)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import add_out_argument, existing_file_arg
+from workbench.cli.common import add_out_argument, examples, existing_file_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,6 +13,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="build the plan of a run configuration (TOML) and write it as JSON",
         description="Load the graph, partition, place, sample an epoch (cached on disk) and let the "
         "execution scheme build the plan; write it as JSON (gnnwb sim PLAN.json runs it).",
+        **examples(
+            "gnnwb plan examples/configs/roc-sbm-real.toml -o plan.json",
+            "gnnwb sim plan.json",
+        ),
     )
     p.add_argument(
         "config",

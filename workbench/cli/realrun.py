@@ -19,6 +19,7 @@ from workbench.cli.common import (
     MAX_JOBS,
     accept_negative_values,
     add_out_argument,
+    examples,
     existing_file_arg,
     integer_arg,
     number_arg,
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "GPUs) on the same minibatches as its plan, and write a trace and per-epoch results that "
         "read like a simulated run's. A worker that dies or hangs ends the run with an error that "
         "names it; the rows written so far are kept.",
+        **examples("gnnwb realrun examples/configs/roc-sbm-real.toml -o real-run"),
     )
     accept_negative_values(p)
     p.add_argument(

@@ -21,6 +21,7 @@ from workbench.cli.common import (
     MAX_LAYERS,
     accept_negative_values,
     add_graph_arguments,
+    examples,
     integer_arg,
     load_graph,
     parse_layer_sizes,
@@ -35,8 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sample",
         help="sample minibatches with a sampler; print per-layer sizes and minibatches/s",
         description="Run a sampler (gnnwb strategies list sampling) on a graph: per-layer mean sizes of the "
-        "sampled blocks (input layer first) and the sampling rate. "
-        "Example: gnnwb sample --graph er:n=5000,deg=10 --sampler neighbor --fanouts 10,5 --batch-size 256",
+        "sampled blocks (input layer first) and the sampling rate.",
+        **examples(
+            "gnnwb sample --graph er:n=5000,deg=10 --sampler neighbor --fanouts 10,5 --batch-size 256",
+            "gnnwb sample --graph er:n=5000,deg=10 --sampler ladies --layer-sizes 512,512 --batch-size 256",
+        ),
     )
     accept_negative_values(p)
     add_graph_arguments(p)

@@ -21,6 +21,7 @@ from typing import Any
 from workbench.cli.common import (
     accept_negative_values,
     add_out_argument,
+    examples,
     existing_file_arg,
     nonempty_arg,
     number_arg,
@@ -41,8 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="simulate an iteration plan (JSON) on a cluster and print per-phase times",
         description="Run a plan file on a simulated cluster: per-phase busy, queued and span time, "
         "bytes moved, each GPU's memory peak and the makespan. A plan that does not fit in some "
-        "memory at some moment is reported and writes no trace. "
-        "Example: gnnwb sim examples/plans/shared_uplink.json",
+        "memory at some moment is reported and writes no trace.",
+        **examples(
+            "gnnwb sim examples/plans/shared_uplink.json --trace out.parquet",
+            "gnnwb sim examples/plans/chain.json --jitter 0.1 --seed 3",
+            "gnnwb sim examples/configs/roc-sbm-real.toml -o run",
+        ),
     )
     accept_negative_values(p)
     p.add_argument(

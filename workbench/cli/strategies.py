@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.cli.common import examples
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("strategies", help="list the registered strategies by kind")
@@ -12,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     lp = ss.add_parser(
         "list",
         help="list strategies, optionally of one kind",
-        description="Examples: gnnwb strategies list; gnnwb strategies list partition",
+        **examples("gnnwb strategies list", "gnnwb strategies list partition"),
     )
     lp.add_argument(
         "kind", nargs="?", metavar="KIND", help="partition, placement, sampling, memory or execution"

@@ -8,6 +8,7 @@ from pathlib import Path
 from workbench.cli.common import (
     MAX_JOBS,
     accept_negative_values,
+    examples,
     existing_folder_arg,
     integer_arg,
     writable_folder_arg,
@@ -19,13 +20,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("study", help="list the paper studies or run one (results resume where they stopped)")
     inner = p.add_subparsers(dest="study_command", metavar="SUBCOMMAND")
     inner.required = True
-    listing = inner.add_parser("list", help="every study, the paper it reproduces and its claim")
+    listing = inner.add_parser(
+        "list", help="every study, the paper it reproduces and its claim", **examples("gnnwb study list")
+    )
     listing.set_defaults(handler=list_studies)
     run = inner.add_parser(
         "run",
         help="run a study's points that have no stored result, then write its page",
         description="Each point's result is stored under a hash of its configuration, so an interrupted "
         "study resumes where it stopped and an unchanged point is never computed again.",
+        **examples("gnnwb study run hopgnn --jobs 2", "gnnwb report"),
     )
     accept_negative_values(run)
     run.add_argument("name", help="a study name (gnnwb study list)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import writable_file_arg
+from workbench.cli.common import examples, writable_file_arg
 
 TRACE_HELP = "a trace file, or a run's folder holding a trace.parquet"
 
@@ -22,14 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = actions.add_parser(
         "show",
         help="per-phase summary and makespan of a trace",
-        description="Example: gnnwb trace show examples/traces/shared_uplink.parquet",
+        **examples("gnnwb trace show examples/traces/shared_uplink.parquet"),
     )
     show.add_argument("trace", metavar="TRACE.parquet", help=TRACE_HELP)
     show.set_defaults(handler=show_trace)
     export = actions.add_parser(
         "export",
         help="write a trace as Chrome trace-event JSON",
-        description="Example: gnnwb trace export examples/traces/shared_uplink.parquet --chrome timeline.json",
+        **examples("gnnwb trace export examples/traces/shared_uplink.parquet --chrome timeline.json"),
     )
     export.add_argument("trace", metavar="TRACE.parquet", help=TRACE_HELP)
     export.add_argument(
