@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import PlanError
+from workbench.validate import INT64_MAX
 
 TASK_KINDS = ("compute", "transfer", "collective")
 COLLECTIVE_OPS = ("allreduce", "allgather", "broadcast", "alltoall", "reducescatter")
@@ -258,7 +259,7 @@ class Plan:
         for r in self.resident:
             where = f"plan {name!r}: resident tensor {r.name!r}"
             if not _is_count(r.bytes):
-                raise PlanError(f"{where}: bytes must be a non-negative whole number, got {r.bytes!r}")
+                raise PlanError(f"{where}: bytes {_count_problem(r.bytes)}")
             if nodes is not None and r.device not in nodes:
                 raise PlanError(f"{where} is on unknown device {r.device!r}")
             resident_names.add(r.name)
@@ -275,18 +276,67 @@ class Plan:
             raise PlanError(f"{self._where(task)}: allocates {tensor!r}, the name of a resident tensor")
         for device, worker in self.workers.items():
             if not _is_count(worker):
-                raise PlanError(
-                    f"plan {name!r}: workers[{device!r}] must be a non-negative whole number, got {worker!r}"
-                )
+                raise PlanError(f"plan {name!r}: workers[{device!r}] {_count_problem(worker)}")
             if nodes is not None and device not in nodes:
                 raise PlanError(f"plan {name!r}: workers names unknown device {device!r}")
         if in_order:
-            return list(self.tasks)
+            order = list(self.tasks)
+        else:
+            for task in self.tasks:
+                for d in task.deps:
+                    if d not in position:
+                        raise PlanError(f"{self._where(task)} depends on unknown task {d!r}")
+            order = topological_order(name, self.tasks, position)
+        if freed:
+            self._check_frees_follow_allocations(order, position)
+        return order
+
+    def _check_frees_follow_allocations(self, order: list[Task], position: dict[str, int]) -> None:
+        """Each task that frees a tensor must depend, directly or not, on a task that
+        allocates it (or allocate it itself): otherwise the free could run before the
+        allocation, and whether the plan is accepted would hang on timing.
+
+        A backward search from the freeing task through its dependencies, which never
+        goes past (in ``order``) the earliest task it looks for: plans free a tensor a
+        few tasks after allocating it, so the search stays small.
+        """
+        rank = {t.id: r for r, t in enumerate(order)}
+        allocators: dict[str, list[str]] = {}
+        for t in self.tasks:
+            for tensor in t.allocate:
+                allocators.setdefault(tensor, []).append(t.id)
         for task in self.tasks:
-            for d in task.deps:
-                if d not in position:
-                    raise PlanError(f"{self._where(task)} depends on unknown task {d!r}")
-        return topological_order(name, self.tasks, position)
+            # Tensors the task frees without allocating them itself or a direct dependency doing so.
+            missing = {
+                tensor: allocators[tensor]
+                for tensor in task.free
+                if tensor not in task.allocate
+                and not any(tensor in self.tasks[position[d]].allocate for d in task.deps)
+            }
+            if missing:
+                self._search_allocators(task, missing, rank, position)
+
+    def _search_allocators(
+        self, task: Task, missing: dict[str, list[str]], rank: dict[str, int], position: dict[str, int]
+    ) -> None:
+        targets = {a for ids in missing.values() for a in ids}
+        floor = min(rank[a] for a in targets)
+        found: set[str] = set()
+        seen = {task.id}
+        stack = [task.id]
+        while stack and not all(found.intersection(ids) for ids in missing.values()):
+            for d in self.tasks[position[stack.pop()]].deps:
+                if d not in seen and rank[d] >= floor:
+                    seen.add(d)
+                    stack.append(d)
+                    if d in targets:
+                        found.add(d)
+        for tensor, ids in missing.items():
+            if not found.intersection(ids):
+                raise PlanError(
+                    f"{self._where(task)}: frees tensor {tensor!r}, allocated by task {ids[0]!r}, but does not "
+                    f"depend on it (directly or not), so the free could run before the allocation"
+                )
 
     def _where(self, task: Task) -> str:
         return f"plan {self.name!r}: task {task.id!r}"
@@ -308,48 +358,50 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<plan>") -> Plan:
-        """A plan from its JSON layout. Only the shape is checked here; :meth:`validate` checks the fields."""
+        """A plan from its JSON layout, every task's fields checked (:func:`check_task`).
+
+        Errors name ``source`` and the field: a field of the wrong JSON type (``"meta": [1]``,
+        ``"resident": 5``, a task that is not an object, an id that is not a string), or a
+        count beyond what the trace's int64 columns hold. Checks across tasks
+        (dependencies, tensors) are :meth:`validate`'s.
+        """
         if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
             raise PlanError(f"{source}: a plan is a JSON object with a 'tasks' list")
-        fields = set(Task.__dataclass_fields__)
-        tasks = []
-        for i, raw in enumerate(data["tasks"]):
-            if not isinstance(raw, dict):
-                raise PlanError(f"{source}: tasks[{i}] is not an object")
-            unknown = set(raw) - fields
-            if unknown:
-                raise PlanError(
-                    f"{source}: task {raw.get('id', i)!r} has unknown field(s) {', '.join(sorted(unknown))}; "
-                    f"allowed: {', '.join(sorted(fields))}"
-                )
-            if "id" not in raw or "kind" not in raw:
-                raise PlanError(f"{source}: tasks[{i}] needs 'id' and 'kind'")
-            tasks.append(Task(**{**_whole_numbers(raw), "id": str(raw["id"])}))
-        resident = []
-        for i, r in enumerate(data.get("resident", [])):
-            if not isinstance(r, dict) or not {"name", "device", "bytes"} <= set(r):
-                raise PlanError(f"{source}: resident[{i}] needs name, device and bytes")
-            resident.append(ResidentTensor(str(r["name"]), str(r["device"]), _whole(r["bytes"])))
-        workers = data.get("workers", {})
-        if not isinstance(workers, dict):
-            raise PlanError(f"{source}: 'workers' must map devices to worker numbers")
+        unknown = set(data) - _PLAN_FIELDS
+        if unknown:
+            raise PlanError(
+                f"{source}: unknown field(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_PLAN_FIELDS))}"
+            )
+        name = data.get("name", Path(source).stem)
+        if not isinstance(name, str):
+            raise PlanError(f"{source}: name must be a string, got {_short(name)}")
+        meta = data.get("meta", {})
+        if not isinstance(meta, dict):
+            raise PlanError(f"{source}: meta must be an object, got {_short(meta)}")
+        tasks = [_task_from_dict(raw, i, name, source) for i, raw in enumerate(data["tasks"])]
         return cls(
-            name=str(data.get("name", Path(source).stem)),
+            name=name,
             tasks=tasks,
-            resident=resident,
-            meta=dict(data.get("meta", {})),
-            workers=dict(workers),
+            resident=_resident_from_list(data.get("resident", []), source),
+            meta=dict(meta),
+            workers=_workers_from_dict(data.get("workers", {}), source),
         )
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
         p = Path(path)
+        if p.is_dir():
+            raise PlanError(f"{p}: is a folder, expected a plan file")
         try:
-            data = json.loads(p.read_text())
+            data = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise PlanError(f"{p}: no such plan file") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise PlanError(f"{p}: not valid JSON: {exc}") from None
+        except RecursionError:
+            raise PlanError(f"{p}: not a plan: JSON nested too deeply to read") from None
+        except OSError as exc:
+            raise PlanError(f"{p}: cannot read plan file ({exc.strerror or exc})") from None
         return cls.from_dict(data, str(p))
 
     def merged(self, other: Plan, prefix: str = "") -> Plan:
@@ -363,6 +415,71 @@ class Plan:
         out.resident.extend(other.resident)
         out.workers.update(other.workers)
         return out
+
+
+# ---- reading JSON --------------------------------------------------------------
+_PLAN_FIELDS = frozenset({"name", "meta", "resident", "tasks", "workers"})
+_TASK_FIELDS = frozenset(Task.__dataclass_fields__)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _task_from_dict(raw: Any, i: int, plan_name: str, source: str) -> Task:
+    """Task ``i`` of a plan file, its fields checked; errors name the file and the task."""
+    if not isinstance(raw, dict):
+        raise PlanError(f"{source}: tasks[{i}] must be an object, got {_short(raw)}")
+    if "id" not in raw or "kind" not in raw:
+        raise PlanError(f"{source}: tasks[{i}] needs 'id' and 'kind'")
+    if not _is_name(raw["id"]):
+        raise PlanError(f"{source}: tasks[{i}].id must be a non-empty string, got {_short(raw['id'])}")
+    unknown = set(raw) - _TASK_FIELDS
+    if unknown:
+        raise PlanError(
+            f"{source}: task {raw['id']!r} has unknown field(s) {', '.join(sorted(unknown))}; "
+            f"allowed: {', '.join(sorted(_TASK_FIELDS))}"
+        )
+    task = Task(**_whole_numbers(raw))
+    try:
+        check_task(task, plan_name)
+    except PlanError as exc:
+        raise PlanError(f"{source}: {exc}") from None
+    return task
+
+
+def _resident_from_list(raw: Any, source: str) -> list[ResidentTensor]:
+    if not isinstance(raw, list):
+        raise PlanError(
+            f"{source}: resident must be a list of {{name, device, bytes}} objects, got {_short(raw)}"
+        )
+    out = []
+    for i, r in enumerate(raw):
+        if not isinstance(r, dict) or set(r) != {"name", "device", "bytes"}:
+            raise PlanError(f"{source}: resident[{i}] must be an object with exactly name, device and bytes")
+        for key in ("name", "device"):
+            if not _is_name(r[key]):
+                raise PlanError(
+                    f"{source}: resident[{i}].{key} must be a non-empty string, got {_short(r[key])}"
+                )
+        nbytes = _whole(r["bytes"])
+        if not _is_count(nbytes):
+            raise PlanError(f"{source}: resident[{i}].bytes {_count_problem(nbytes)}")
+        out.append(ResidentTensor(r["name"], r["device"], nbytes))
+    return out
+
+
+def _workers_from_dict(raw: Any, source: str) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        raise PlanError(f"{source}: 'workers' must map devices to worker numbers, got {_short(raw)}")
+    out = {}
+    for device, worker in raw.items():
+        worker = _whole(worker)
+        if not _is_count(worker):
+            raise PlanError(f"{source}: workers[{device!r}] {_count_problem(worker)}")
+        out[device] = worker
+    return out
 
 
 # ---- one task's fields ---------------------------------------------------------
@@ -383,10 +500,18 @@ def _whole_numbers(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_count(x: Any) -> bool:
-    """A non-negative whole number (numpy's too), never a bool: JSON's ``true`` is not 1 byte."""
+    """A non-negative whole number (numpy's too) that fits the trace's int64 columns, never
+    a bool: JSON's ``true`` is not 1 byte."""
     if type(x) is int:
-        return x >= 0
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 0
+        return 0 <= x <= INT64_MAX
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and 0 <= x <= INT64_MAX
+
+
+def _count_problem(x: Any) -> str:
+    """Why ``x`` is not a count (see :func:`_is_count`), as the end of an error message."""
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool) and x > INT64_MAX:
+        return f"is beyond what an int64 holds (at most {INT64_MAX}), got {x!r}"
+    return f"must be a non-negative whole number, got {x!r}"
 
 
 def _is_amount(x: Any) -> bool:
@@ -427,9 +552,9 @@ def check_task(t: Task, plan_name: str = "plan") -> None:
     ):
         field_name = next(f for f in _TASK_COUNTS if not _is_count(getattr(t, f)))
         value = getattr(t, field_name)
-        raise _fail(plan_name, t, f"{field_name} must be a non-negative whole number, got {value!r}")
+        raise _fail(plan_name, t, f"{field_name} {_count_problem(value)}")
     if t.layer is not None and not _is_count(t.layer):
-        raise _fail(plan_name, t, f"layer must be a non-negative whole number, got {t.layer!r}")
+        raise _fail(plan_name, t, f"layer {_count_problem(t.layer)}")
     if type(t.carries) is not str or t.carries not in _CARRIES_SET:
         raise _fail(plan_name, t, f"carries {t.carries!r}; allowed: {', '.join(c for c in CARRIES if c)}")
     if type(t.label) is not str:
@@ -448,9 +573,7 @@ def check_task(t: Task, plan_name: str = "plan") -> None:
         raise _fail(plan_name, t, f"allocate must map tensor names to bytes, got {t.allocate!r}")
     for k, v in t.allocate.items():
         if not _is_name(k) or not _is_count(v):
-            raise _fail(
-                plan_name, t, f"allocate[{k!r}] must be a non-negative whole number of bytes, got {v!r}"
-            )
+            raise _fail(plan_name, t, f"allocate[{k!r}] {_count_problem(v)}")
     if type(t.free) is not list:
         raise _fail(plan_name, t, f"free must be a list of tensor names, got {t.free!r}")
     if t.free:

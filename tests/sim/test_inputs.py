@@ -182,5 +182,69 @@ def test_seed_and_jitter_from_the_command_line(tmp_path, capsys):
     )
     assert c != a
     capsys.readouterr()
-    assert main(["sim", str(tmp_path / "p.json"), "--hardware", "h100-1x", "--jitter", "-1"]) == 2
-    assert "--jitter must be a non-negative number" in capsys.readouterr().err
+    # A negative jitter is refused as the option is parsed (argparse's usage error, status 2).
+    with pytest.raises(SystemExit) as exit_:
+        main(["sim", str(tmp_path / "p.json"), "--hardware", "h100-1x", "--jitter", "-1"])
+    assert exit_.value.code == 2
+    assert "--jitter: the value must be at least 0, got -1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "field, message",
+    [
+        ('"bytes": 10, "items": 9223372036854775808', "task 'x': items is beyond what an int64 holds"),
+        (
+            '"bytes": 10, "iteration": 18446744073709551616',
+            "task 'x': iteration is beyond what an int64 holds",
+        ),
+        ('"bytes": 10, "worker": 1e30', "task 'x': worker is beyond what an int64 holds"),
+        ('"bytes": 10, "layer": 9223372036854775808', "task 'x': layer is beyond what an int64 holds"),
+        ('"bytes": 9223372036854775808', "task 'x': bytes is beyond what an int64 holds"),
+        ('"bytes": 10, "meta": 1', "unknown field(s) meta"),  # a task field that is not one
+    ],
+)
+def test_plan_counts_beyond_int64_are_refused_before_the_trace(tmp_path, capsys, field, message):
+    from workbench.cli.main import main
+
+    plan = tmp_path / "big.json"
+    plan.write_text('{"tasks": [' + GOOD_TASK % field + "]}")
+    trace = tmp_path / "t.parquet"
+    assert main(["sim", str(plan), "--hardware", "h100-1x", "--trace", str(trace)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err and str(plan) in err and "Traceback" not in err
+    assert not trace.exists()
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        ('{"tasks": [], "resident": 5}', "resident must be a list"),
+        ('{"tasks": [], "meta": [1]}', "meta must be an object, got [1]"),
+        ('{"tasks": 5}', "a plan is a JSON object with a 'tasks' list"),
+        ('{"tasks": [1]}', "tasks[0] must be an object, got 1"),
+        (
+            '{"tasks": [' + GOOD_TASK % '"bytes": 1, "deps": [1]' + "]}",
+            "task 'x': deps must be a list of task ids",
+        ),
+    ],
+)
+def test_wrongly_shaped_plans_on_the_command_line(tmp_path, capsys, document, message):
+    from workbench.cli.main import main
+
+    plan = tmp_path / "shape.json"
+    plan.write_text(document)
+    assert main(["sim", str(plan), "--hardware", "h100-1x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err and "Traceback" not in err
+
+
+def test_a_free_racing_its_allocation_is_refused_on_the_command_line(tmp_path, capsys):
+    from workbench.cli.main import main
+
+    plan = Plan("race")
+    plan.compute("make", "m0.gpu0", "forward", features={"seconds": 1}, allocate={"x": 10})
+    plan.compute("drop", "m0.host", "forward", features={"seconds": 2}, free=["x"])
+    plan.save(tmp_path / "p.json")
+    assert main(["sim", str(tmp_path / "p.json"), "--hardware", "h100-1x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "task 'drop': frees tensor 'x', allocated by task 'make'" in err

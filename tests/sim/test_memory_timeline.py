@@ -134,13 +134,15 @@ def test_a_landing_buffer_lives_until_its_last_reader_ends(box):
 
 
 def test_freeing_a_tensor_that_is_not_live_is_a_plan_error(box):
-    # make allocates x on gpu0 after a 1 s kernel; drop, on gpu1 and not after make, frees it
-    # at 0.1 s: a race the plan must not have.
+    # make allocates x on gpu0 after a 1 s kernel; drop, on gpu1 and not after make, would
+    # free it at 0.1 s: a race the plan must not have, refused before anything runs.
     p = Plan("race")
     kernel(p, "busy", 1.0)
     kernel(p, "make", 1.0, ["busy"], allocate={"x": GiB})
     kernel(p, "drop", 0.1, device="m0.gpu1", free=["x"])
-    with pytest.raises(PlanError, match=r"task 'drop' frees tensor 'x' at t=0.1 s, but it is not live then"):
+    with pytest.raises(
+        PlanError, match=r"task 'drop': frees tensor 'x', allocated by task 'make', but does not"
+    ):
         simulate(p, box)
     q = Plan("twice")
     kernel(q, "a", 1.0, allocate={"x": GiB})
