@@ -119,3 +119,121 @@ def test_read_toml_errors_name_the_file(tmp_path, content: bytes | None, message
         path.write_bytes(content)
     with pytest.raises(ConfigError, match=f"x.toml: {message}"):
         read_toml(path, "run file")
+
+
+@pytest.mark.parametrize(
+    "toml_text, message",
+    [
+        ("[graph]\nscale = nan", "run.toml: graph.scale must be a finite number, got nan"),
+        ("[graph]\nscale = inf", "run.toml: graph.scale must be a finite number, got inf"),
+        ("[graph]\nscale = 0.0", "run.toml: graph.scale must be positive, got 0.0"),
+        ("[graph]\nscale = true", "run.toml: graph.scale must be a number or none, got True"),
+        ("[graph]\nseed = -1", "run.toml: graph.seed must be at least 0, got -1"),
+        ("[graph]\nname = ''", "run.toml: graph.name must not be empty"),
+        (
+            "[training]\nlearning_rate = inf",
+            "run.toml: training.learning_rate must be a finite number, got inf",
+        ),
+        (
+            "[training]\nlearning_rate = -nan",
+            "run.toml: training.learning_rate must be a finite number, got nan",
+        ),
+        ("[training]\nbatch_size = true", "run.toml: training.batch_size must be an integer, got True"),
+        ("[training]\nbatch_size = 1.0", "run.toml: training.batch_size must be an integer, got 1.0"),
+        (
+            "[training]\nbatch_size = 9223372036854775808",
+            "training.batch_size must be at most 9223372036854775807",
+        ),
+        (
+            "[training]\nbatch_size = -9223372036854775809",
+            "training.batch_size must be at least -9223372036854775808",
+        ),
+        ("[model]\nhidden = [256]", "run.toml: model.hidden must be an integer, got [256]"),
+        ("[hardware]\nmachines = 0", "run.toml: hardware.machines must be at least 1, got 0"),
+        ("[cache]\ncapacity = true", "run.toml: cache.capacity must be a string or integer, got True"),
+        ("[cache]\ncapacity = 'nan%'", "run.toml: cache.capacity 'nan%' must lie between 0% and 100%"),
+        ("seed = -3", "run.toml: seed must be at least 0, got -3"),
+        ("seed = 1e3", "run.toml: seed must be an integer, got 1000.0"),
+        ("name = 3", "run.toml: name must be a string, got 3"),
+        ("graph = 'products-like'", "run.toml: graph must be a table, got 'products-like'"),
+        ("[[training]]\nepochs = 1", "run.toml: training must be a table, got [{'epochs': 1}]"),
+        ("sampling = 'neighbor'", "run.toml: [sampling] must be a table, got 'neighbor'"),
+        ("[sampling]\nname = 3", "run.toml: [sampling] name must be a string, got 3"),
+        (
+            "[sampling]\nname = 'neighbor'\nfanouts = []",
+            "[sampling] sampler 'neighbor': fanouts needs at least one layer",
+        ),
+        (
+            "[sampling]\nname = 'neighbor'\nfanouts = [15, 0, 5]",
+            "[sampling] sampler 'neighbor': every entry of fanouts must be >= 1, got [15, 0, 5]",
+        ),
+        (
+            "[sampling]\nname = 'neighbor'\nfanouts = [15, nan, 5]",
+            "run.toml: sampling.fanouts[1] must be a finite number",
+        ),
+        (
+            "[sampling]\nname = 'neighbor'\nfanouts = [15, true, 5]",
+            "fanouts must be a list of integers, got [15, True, 5]",
+        ),
+        (
+            "[placement]\nname = 'degree'\nalpha = nan",
+            "run.toml: placement.alpha must be a finite number, got nan",
+        ),
+        ("[colour]\nred = 1", "run.toml: unknown field(s) colour; allowed:"),
+        ("[graph]\ncolour = 1", "run.toml: graph: unknown field(s) colour; allowed: name, scale"),
+    ],
+)
+def test_bad_config_files_name_file_table_and_key(toml_text: str, message: str, tmp_path, capsys) -> None:
+    """Each document is a valid base with one table or key replaced; the error names file, table, key."""
+    import tomllib
+
+    from workbench.cli.main import main
+
+    data = {
+        "graph": {"name": "er:n=200,deg=4", "scale": 1.0},
+        "hardware": {"name": "h100-1x"},
+        "model": {"num_layers": 3},
+    }
+    for key, value in tomllib.loads(toml_text).items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) and key in data else value
+    path = tmp_path / "run.toml"
+    path.write_text(_to_toml(data))
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert message in str(exc.value).replace(str(tmp_path) + "/", "")
+    assert "\n" not in str(exc.value)
+    # The same through a command: one line on stderr, exit status 2.
+    assert main(["plan", str(path), "-o", str(tmp_path / "plan.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and "run.toml" in err, err
+
+
+def _to_toml(data: dict) -> str:
+    """A small TOML writer for the tests' documents (strings, numbers, booleans, lists, tables)."""
+    import json
+    import math
+
+    def value(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, float) and not math.isfinite(v):
+            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        if isinstance(v, list):
+            if v and all(isinstance(x, dict) for x in v):
+                return (
+                    "["
+                    + ", ".join("{" + ", ".join(f"{k} = {value(y)}" for k, y in x.items()) + "}" for x in v)
+                    + "]"
+                )
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, str):
+            return json.dumps(v)
+        return repr(v)
+
+    top = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    tables = [
+        f"[{k}]\n" + "\n".join(f"{kk} = {value(vv)}" for kk, vv in v.items())
+        for k, v in data.items()
+        if isinstance(v, dict)
+    ]
+    return "\n".join(top + tables) + "\n"

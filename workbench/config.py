@@ -51,6 +51,7 @@ from workbench.errors import ConfigError, UnknownNameError
 from workbench.params import check_value
 from workbench.registry import REGISTRIES
 from workbench.tomlfile import read_toml
+from workbench.validate import INT64_MIN, finite_number, integer, string, table
 
 GRAPH_ORDERS = ("as-is", "degree")
 
@@ -75,8 +76,10 @@ class GraphConfig:
     )
 
     def validate(self, where: str) -> None:
-        if self.scale is not None and not self.scale > 0:
-            raise ConfigError(f"{where}.scale must be positive, got {self.scale}")
+        string(self.name, f"{where}.name", nonempty=True)
+        if self.scale is not None:
+            finite_number(self.scale, f"{where}.scale", positive=True)
+        integer(self.seed, f"{where}.seed", minimum=0)  # numpy takes no negative seed
         if self.order not in GRAPH_ORDERS:
             raise ConfigError(f"{where}.order {self.order!r}; allowed: {', '.join(GRAPH_ORDERS)}")
 
@@ -89,6 +92,13 @@ class HardwareConfig:
         default=None,
         metadata=_help("machines of a preset built of identical machines (hopgnn, roc, perlmutter)"),
     )
+
+    def validate(self, where: str) -> None:
+        string(self.name, f"{where}.name", nonempty=True)
+        if self.profile is not None:
+            string(self.profile, f"{where}.profile", nonempty=True)
+        if self.machines is not None:
+            integer(self.machines, f"{where}.machines", minimum=1)
 
 
 @dataclass(frozen=True)
@@ -235,8 +245,7 @@ def _plain(v: Any) -> Any:
 
 
 def _section(cls: type, data: Any, where: str) -> Any:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where} must be a table")
+    table(data, where)
     hints = get_type_hints(cls)
     known = {f.name: f for f in fields(cls)}
     unknown = set(data) - set(known)
@@ -260,6 +269,8 @@ def config_from_dict(
     data: dict[str, Any], source: str = "<config>", *, check_strategies: bool = True
 ) -> RunConfig:
     """Validate a parsed TOML table into a :class:`RunConfig`."""
+    table(data, source)
+    _check_numbers(data, f"{source}: ")
     sections = {"graph", "hardware", "model", "training", "cache"}
     top = {"name", "seed"}
     unknown = set(data) - sections - top - set(STRATEGY_KINDS)
@@ -277,25 +288,21 @@ def config_from_dict(
     for kind in STRATEGY_KINDS:
         if kind not in data:
             continue
-        table = data[kind]
-        if not isinstance(table, dict) or "name" not in table:
+        chosen = table(data[kind], f"{source}: [{kind}]")
+        if "name" not in chosen:
             raise ConfigError(
                 f"{source}: [{kind}] needs a 'name' (allowed: {', '.join(REGISTRIES[kind].names())})"
             )
-        params = {k: v for k, v in table.items() if k != "name"}
-        s = StrategyConfig(kind, str(table["name"]), params)
+        params = {k: v for k, v in chosen.items() if k != "name"}
+        s = StrategyConfig(kind, string(chosen["name"], f"{source}: [{kind}] name", nonempty=True), params)
         if check_strategies:
             try:
                 s.build()  # checks the name and every parameter
             except (ConfigError, UnknownNameError) as exc:
                 raise ConfigError(f"{source}: [{kind}] {exc}") from None
         strategies[kind] = s
-    name = data.get("name", Path(source).stem)
-    seed = data.get("seed", 0)
-    if not isinstance(name, str):
-        raise ConfigError(f"{source}: name must be a string")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"{source}: seed must be an integer, got {seed!r}")
+    name = string(data.get("name", Path(source).stem), f"{source}: name", nonempty=True)
+    seed = integer(data.get("seed", 0), f"{source}: seed", minimum=0)  # numpy takes no negative seed
     cfg = RunConfig(
         graph=_section(GraphConfig, data["graph"], f"{source}: graph"),
         hardware=_section(HardwareConfig, data["hardware"], f"{source}: hardware"),
@@ -307,13 +314,30 @@ def config_from_dict(
         seed=seed,
     )
     sampling = strategies.get("sampling")
-    layered = sampling.params.get("fanouts") or sampling.params.get("layer_sizes") if sampling else None
+    layered = None
+    if sampling is not None:  # an empty list is the sampler's to refuse, not a missing one
+        layered = next((sampling.params[k] for k in ("fanouts", "layer_sizes") if k in sampling.params), None)
     if layered is not None and len(layered) != cfg.model.num_layers:
         raise ConfigError(
             f"{source}: [sampling] has {len(layered)} layers ({list(layered)}) for a "
             f"{cfg.model.num_layers}-layer model ([model] num_layers)"
         )
     return cfg
+
+
+def _check_numbers(value: Any, where: str) -> None:
+    """Refuse NaN, infinity and integers beyond int64 anywhere in a document, naming the key:
+    no field or strategy parameter has a use for them, and a NaN would reach the outputs."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_numbers(item, f"{where}{'.' if not where.endswith(' ') else ''}{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_numbers(item, f"{where}[{i}]")
+    elif isinstance(value, float):
+        finite_number(value, where)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        integer(value, where, minimum=INT64_MIN)
 
 
 def load_config(path: str | Path, *, check_strategies: bool = True) -> RunConfig:

@@ -86,7 +86,9 @@ def load_graph(table: GraphConfig) -> CSRGraph:
     """The graph a ``[graph]`` table names, numbered as its ``order`` says."""
     from workbench.graph.datasets import load_dataset
 
-    graph = load_dataset(table.name, scale=table.scale, seed=table.seed)
+    graph = load_dataset(
+        table.name, scale=table.scale, seed=table.seed, seed_name="graph.seed", scale_name="graph.scale"
+    )
     if table.order == "degree":
         # Highest in-degree first (ties by id): the new id of v is its rank.
         rank = np.empty(graph.num_nodes, dtype=np.int64)
