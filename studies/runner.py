@@ -18,6 +18,10 @@ Points run in parallel in local processes (``jobs``), or on a Dask cluster when
 (``local_only``: real runs) runs them here, one at a time. Points that share a sampled epoch reuse
 it through the sample cache (``workbench.epoch``). A progress bar shows points done and
 the time left.
+
+SIGINT and SIGTERM (Ctrl-C, ``kill``, a batch scheduler) stop a study cleanly
+(:func:`interruptible`): the pool's workers are killed, no process is left behind, the
+finished points stay stored and :class:`Interrupted` says how many and how to resume.
 """
 
 from __future__ import annotations
@@ -25,12 +29,16 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,8 +160,12 @@ def store_result(folder: Path, point: Point, result: dict[str, Any]) -> None:
         "result": result,
     }
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=_plain))
-    tmp.replace(path)  # atomic: a killed run leaves either the whole file or none
+    try:
+        tmp.write_text(json.dumps(record, indent=1, default=_plain))
+        tmp.replace(path)  # atomic: a killed run leaves either the whole file or none
+    except BaseException:  # an error, or a signal (interruptible) while writing: no stray .tmp
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _plain(value: Any) -> Any:
@@ -166,6 +178,62 @@ def _plain(value: Any) -> Any:
 
 class PointWorkerDied(WorkbenchError):
     """A process running points ended abruptly (killed, out of memory, a crash in native code)."""
+
+
+# ---- interruption ----------------------------------------------------------------------------
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a study; ``detail`` says what was kept and how to resume.
+
+    A KeyboardInterrupt, so whatever catches Ctrl-C catches it too; ``gnnwb`` prints
+    ``interrupted (SIGTERM): <detail>`` and exits with 128 + the signal's number.
+    """
+
+    def __init__(self, signum: int, detail: str = "") -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.detail = detail
+
+
+_interruptible_depth = 0  # nested interruptible() blocks install the handlers once
+
+
+@contextmanager
+def interruptible(detail: str = "") -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` (with ``detail`` unless an
+    inner block gave one) in the main thread; the previous handlers come back after.
+
+    SIGTERM's default is to die on the spot: no ``finally`` runs, so a process pool's workers
+    (and the fork server they hold open) outlive the study as orphans. As an exception it
+    unwinds like Ctrl-C: the executor stops its pool, an in-process point's own cleanup runs
+    (a real run stops its workers). A second signal while stopping is ignored, so the cleanup
+    is not cut short; outside the main thread (no handlers there) this does nothing.
+    """
+    global _interruptible_depth
+    if _interruptible_depth or threading.current_thread() is not threading.main_thread():
+        try:
+            yield
+        except Interrupted as exc:
+            exc.detail = exc.detail or detail
+            raise
+        return
+    fired: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        if not fired:
+            fired.append(signum)
+            raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _interruptible_depth += 1
+    try:
+        yield
+    except Interrupted as exc:
+        exc.detail = exc.detail or detail
+        raise
+    finally:
+        _interruptible_depth -= 1
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 # ---- a study ---------------------------------------------------------------------------------
@@ -221,19 +289,34 @@ def run_study(
         run = executor or _local_executor(1)
     else:
         run = executor or (_dask_executor(scheduler) if scheduler else _local_executor(jobs))
-    try:
-        for point, result in run(list(pending.values())):
-            store_result(folder, point, result)
-            results[point.key] = result
-            bar.step()
-    except PointWorkerDied as exc:
-        raise WorkbenchError(
-            f"study {study.name}: a worker process died while running points ({exc}); the "
-            f"{len(results)} finished points are stored: run it again to resume (--jobs 1 runs "
-            "points here, one at a time)"
-        ) from None
-    finally:
-        bar.close()
+    with interruptible():
+        produced = run(list(pending.values()))
+        try:
+            for point, result in produced:
+                store_result(folder, point, result)  # atomic: a signal leaves the whole file or none
+                results[point.key] = result
+                bar.step()
+        except PointWorkerDied as exc:
+            raise WorkbenchError(
+                f"study {study.name}: a worker process died while running points ({exc}); the "
+                f"{len(results)} finished points are stored: run it again to resume (--jobs 1 runs "
+                "points here, one at a time)"
+            ) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGINT/SIGTERM through interruptible()
+            # Distinct configurations, as the progress bar and the points folder count them.
+            distinct = len({p.key for p in points})
+            raise Interrupted(
+                getattr(exc, "signum", signal.SIGINT),
+                f"kept {len(results)} of {distinct} points in {folder / 'points'}; run the same command "
+                "again to resume",
+            ) from None
+        finally:
+            # Stop the executor now (its pool, its workers), not whenever the abandoned generator
+            # is collected: the traceback keeps it alive until the process exits.
+            close = getattr(produced, "close", None)
+            if close is not None:
+                close()
+            bar.close()
     # Each row carries its own point's grid labels (a configuration shared by two points of the
     # grid, say a baseline in two plots, is computed and stored once).
     table = pd.DataFrame([{**results[p.key], **p.label} for p in points])
@@ -252,15 +335,78 @@ def _local_executor(jobs: int | None) -> Callable[[list[Point]], Iterable[tuple[
         context = multiprocessing.get_context(
             "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         )
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start)
+        finished = False
+        try:
             futures = {pool.submit(run_point, p): p for p in points}
-            try:
-                for future in as_completed(futures):
-                    yield futures[future], future.result()
-            except BrokenProcessPool as exc:
-                raise PointWorkerDied(str(exc)) from None
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+            finished = True
+        except BrokenProcessPool as exc:
+            raise PointWorkerDied(str(exc)) from None
+        finally:
+            # Interrupted, a point failed, or the caller stopped reading: nobody wants the rest,
+            # so kill the workers rather than wait for (or, with shutdown's default, run) it all.
+            if finished:
+                pool.shutdown()
+            else:
+                _stop_pool(pool)
 
     return run
+
+
+def _worker_start() -> None:
+    """Each pool worker, first: its own process group, and an exit when the study's process ends.
+
+    The group: :func:`_stop_pool` kills the worker with whatever it started, and Ctrl-C at a
+    terminal (SIGINT to the foreground group) reaches only the study's process, which stops the
+    pool itself instead of every worker printing a traceback. The exit: a study killed by
+    SIGKILL (or the out-of-memory killer) runs no cleanup; its workers would wait on their
+    queue forever and keep the fork server alive, so each watches its parent's sentinel (a pipe
+    that closes when the parent's process ends) and then kills its own group.
+    """
+    try:
+        os.setpgid(0, 0)
+        own_group = True
+    except OSError:
+        own_group = False  # then kill only itself: its group is the study's (and the shell job's)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(
+            target=_exit_with_parent,
+            args=(parent.sentinel, own_group),
+            name="gnnwb-parent-watch",
+            daemon=True,
+        ).start()
+
+
+def _exit_with_parent(sentinel: int, own_group: bool) -> None:
+    multiprocessing.connection.wait([sentinel])
+    if own_group:
+        os.killpg(0, signal.SIGKILL)
+    os._exit(1)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` now: cancel its waiting points, kill its workers and what they started.
+
+    ``shutdown(wait=False, cancel_futures=True)`` alone leaves the running points running: the
+    workers would outlive this process (about 250 MB each), blocked on their queue once it is
+    gone. The fork server and multiprocessing's resource tracker need no killing: they end as
+    soon as no process holds their pipes, that is once the workers are dead and this process
+    exits (or the next study reuses them).
+    """
+    # The pool's Process objects are private (``_processes``), and the only handle on its workers.
+    workers = [p for p in (getattr(pool, "_processes", None) or {}).values() if p.pid is not None]
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        for kill in (os.killpg, os.kill):  # its group (see _worker_start), then itself if not moved yet
+            try:
+                kill(worker.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for worker in workers:
+        worker.join(timeout=5)
 
 
 def _dask_executor(address: str) -> Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]]:
