@@ -11,10 +11,11 @@ and ``inf`` are not quantities, an integer must fit an int64.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +68,16 @@ def _checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
+@contextlib.contextmanager
+def _as_written(text: str) -> Iterator[None]:
+    """A validator's error quoting the value as the user typed it (``1e999``, not ``inf``)."""
+    try:
+        yield
+    except ConfigError as exc:
+        rule = str(exc).rsplit(", got ", 1)[0]
+        raise ConfigError(f"{rule}, got {text!r}") from None
+
+
 def integer_arg(*, minimum: int | None = None, maximum: int = validate.INT64_MAX) -> Callable[[str], int]:
     """An integer written in decimal, within ``[minimum, maximum]`` (an int64 by default)."""
 
@@ -75,7 +86,8 @@ def integer_arg(*, minimum: int | None = None, maximum: int = validate.INT64_MAX
             value = int(text.strip(), 10)
         except ValueError:
             raise ConfigError(f"expected an integer, got {text!r}") from None
-        return validate.integer(value, "the value", minimum=minimum, maximum=maximum)
+        with _as_written(text):
+            return validate.integer(value, "the value", minimum=minimum, maximum=maximum)
 
     return _checked(integer)
 
@@ -95,7 +107,8 @@ def number_arg(
             value = float(text.strip())
         except ValueError:
             raise ConfigError(f"expected a number, got {text!r}") from None
-        value = validate.finite_number(value, "the value", minimum=minimum, positive=positive)
+        with _as_written(text):
+            value = validate.finite_number(value, "the value", minimum=minimum, positive=positive)
         if maximum is not None and value > maximum:
             raise ConfigError(f"the value must be at most {maximum:g}, got {text!r}")
         return value
