@@ -40,7 +40,7 @@ def write_study_page(run: StudyRun) -> Path:
     if configs:
         page.add("Configuration of the first point", code=json.dumps(configs[0], indent=1))
     path = page.write(run.folder)
-    register_page(run.folder, f"{study.title}", f"{study.paper}: {study.claim}")
+    register_page(run.folder, f"{study.title}", f"{study.paper}: {study.claim}", page.judgements())
     update_index(run.folder.parent.parent)
     return path
 

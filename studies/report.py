@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from studies.verdict import Judgement, count
+
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 70rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 table { border-collapse: collapse; margin: 1rem 0; font-size: 0.9rem; }
@@ -23,6 +25,11 @@ td:first-child, th:first-child { text-align: left; }
 img { max-width: 100%; border: 1px solid #eee; }
 .note { color: #555; }
 pre { background: #f7f7f7; padding: 0.5rem; font-size: 0.8rem; overflow-x: auto; }
+.verdict { padding: 0.3rem 0.6rem; border-left: 0.3rem solid #999; background: #f7f7f7; }
+.verdict-reproduced { border-color: #2a7d2a; }
+.verdict-direction-only { border-color: #c98a00; }
+.verdict-contradicted { border-color: #b22222; }
+.verdict-not-comparable { border-color: #777; }
 """
 
 
@@ -34,6 +41,7 @@ class Section:
     image: str | None = None  # file name relative to the page
     escape: bool = True  # False when the table's cells are already HTML (links)
     code: str = ""  # shown as preformatted text (a configuration)
+    judgement: Judgement | None = None  # the verdict on the paper's claim this section checks
 
 
 @dataclass
@@ -50,8 +58,18 @@ class ReportPage:
         image: str | None = None,
         escape: bool = True,
         code: str = "",
+        judgement: Judgement | None = None,
     ) -> None:
-        self.sections.append(Section(title, text, table, image, escape, code))
+        self.sections.append(Section(title, text, table, image, escape, code, judgement))
+
+    def judgements(self) -> list[Judgement]:
+        """One judgement per claim: the first section that judges a claim judges all of it;
+        later sections judging the same claim show a part of it (one interconnect, one graph)."""
+        seen: dict = {}
+        for s in self.sections:
+            if s.judgement is not None:
+                seen.setdefault(s.judgement.claim, s.judgement)
+        return list(seen.values())
 
     def render(self) -> str:
         parts = [
@@ -62,6 +80,9 @@ class ReportPage:
         ]
         for s in self.sections:
             parts.append(f"<h2>{html.escape(s.title)}</h2>")
+            if s.judgement is not None:
+                css = "verdict-" + str(s.judgement.verdict).replace(" ", "-")
+                parts.append(f"<p class='verdict {css}'>{html.escape(s.judgement.line())}</p>")
             if s.text:
                 parts.append(f"<p class='note'>{html.escape(s.text)}</p>")
             if s.code:
@@ -70,7 +91,13 @@ class ReportPage:
                 parts.append(f"<img src='{html.escape(s.image)}' alt='{html.escape(s.title)}'>")
             if s.table is not None:
                 parts.append(
-                    s.table.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, escape=s.escape)
+                    s.table.to_html(
+                        index=False,
+                        float_format=lambda v: f"{v:.4g}",
+                        border=0,
+                        escape=s.escape,
+                        na_rep="n/a",
+                    )
                 )
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         parts.append(f"<p class='note'>Written {stamp}.</p></body></html>")
@@ -89,25 +116,42 @@ def update_index(reports_dir: Path) -> Path:
     for meta_file in sorted([*reports_dir.glob("studies/*/page.json"), *reports_dir.glob("*/page.json")]):
         meta = json.loads(meta_file.read_text())
         folder = meta_file.parent.relative_to(reports_dir).as_posix()
-        entries.append((meta.get("title", folder), folder, meta.get("summary", "")))
+        entries.append((meta.get("title", folder), folder, meta.get("summary", ""), meta.get("verdicts")))
     page = ReportPage(
-        "GNN systems workbench: reports", "Every study and run that wrote a page under reports/."
+        "GNN systems workbench: reports",
+        "Every study and run that wrote a page under reports/. A study's verdicts count its claims by the one "
+        "rule of studies/verdict.py: reproduced (direction and size within 1.5x of the paper's), direction "
+        "only, contradicted, not comparable.",
     )
+    totals: dict[str, int] = {}
+    for *_, verdicts in entries:
+        for verdict, n in (verdicts or {}).items():
+            totals[verdict] = totals.get(verdict, 0) + n
     table = pd.DataFrame(
         [
             {
                 "report": f"<a href='{html.escape(d)}/index.html'>{html.escape(t)}</a>",
+                "verdicts": html.escape(_verdict_text(v)),
                 "summary": html.escape(s),
             }
-            for t, d, s in entries
+            for t, d, s, v in entries
         ],
-        columns=["report", "summary"],
+        columns=["report", "verdicts", "summary"],
     )
-    page.add("Reports", table=table, escape=False)
+    page.add("Reports", _verdict_text(totals, "Claims over all studies: "), table=table, escape=False)
     return page.write(reports_dir)
 
 
-def register_page(folder: Path, title: str, summary: str) -> None:
-    """Record a page's title for the index."""
+def _verdict_text(verdicts: dict[str, int] | None, prefix: str = "") -> str:
+    if not verdicts:
+        return "" if not prefix else prefix + "none"
+    return prefix + ", ".join(f"{n} {v}" for v, n in verdicts.items() if n)
+
+
+def register_page(folder: Path, title: str, summary: str, judgements: list[Judgement] | None = None) -> None:
+    """Record a page's title, and the count of its claims' verdicts, for the index."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "page.json").write_text(json.dumps({"title": title, "summary": summary}, indent=1))
+    meta = {"title": title, "summary": summary}
+    if judgements is not None:
+        meta["verdicts"] = count(judgements)
+    (folder / "page.json").write_text(json.dumps(meta, indent=1))

@@ -21,6 +21,7 @@ import pandas as pd
 from studies.plots import _pyplot, save
 from studies.report import ReportPage
 from studies.runner import Point, Study, register_study
+from studies.verdict import Claim, judge
 
 NAME = "crossover"
 CLUSTERS = {
@@ -118,6 +119,11 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         "baseline (random partition, no cache) is than the winner.",
         image="crossover.png",
         table=table,
+        judgement=judge(
+            Claim("the best combination per graph and cluster", "none of the papers", "baseline / winner"),
+            {},
+            "no paper measured this grid; it compares the papers' strategies with each other",
+        ),
     )
     results.to_csv(folder / "results.csv", index=False)
     return page
