@@ -29,17 +29,27 @@ def bar_chart(
     x = np.arange(len(table.index))
     step = 0.8 / n
     for k, column in enumerate(table.columns):
-        ax.bar(x + (k - (n - 1) / 2) * step, table[column].to_numpy(dtype=float), step, label=str(column))
+        heights = table[column].to_numpy(dtype=float)
+        positions = x + (k - (n - 1) / 2) * step
+        ax.bar(positions, heights, step, label=str(column))
+        # A point the study could not build is marked where its bar would stand, not left as a gap.
+        for position in positions[np.isnan(heights)]:
+            ax.text(position, 0, "n/a", ha="center", va="bottom", fontsize=7, rotation=90, color="#555")
     ax.set_xticks(x, [str(i) for i in table.index])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, ncol=min(n, 5))
+    _legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def _legend_outside(ax: Any) -> None:
+    """The legend right of the axes, where it can never cover a bar or a line."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
 def line_chart(
@@ -56,8 +66,11 @@ def line_chart(
         ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
+    if pd.api.types.is_integer_dtype(table.index) and not logx:
+        # Counts (machines, GPUs) get a tick at each measured count, never 2.5 machines.
+        ax.set_xticks(table.index.to_numpy())
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
