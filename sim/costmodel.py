@@ -37,6 +37,7 @@ Defaults (why):
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from operator import attrgetter
@@ -45,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from workbench.errors import ConfigError
+from workbench import validate
+from workbench.errors import ConfigError, PlanError
 from workbench.hardware.spec import ClusterSpec
 from workbench.plan import PHASES, Task
 
@@ -109,7 +111,10 @@ class LinearCostModel:
         if params is None:
             params = entry[1][task.device or ""] = self._device_params(task.device or "", cluster)
         coefficients, peak, bandwidth = params
-        return coefficients.predict(features, peak, bandwidth)
+        seconds = coefficients.predict(features, peak, bandwidth)
+        if not math.isfinite(seconds):
+            check_finite_seconds(np.array([seconds]), [task])
+        return seconds
 
     def seconds_many(
         self, tasks: Sequence[Task], cluster: ClusterSpec, features: Sequence[dict[str, float]] | None = None
@@ -166,6 +171,7 @@ class LinearCostModel:
         for k in odd:
             for i in np.flatnonzero(codes == k).tolist():
                 out[i] = self.seconds(tasks[i], cluster)
+        check_finite_seconds(out, tasks)
         return out
 
     def _device_params(self, device: str, cluster: ClusterSpec) -> tuple[LinearCoefficients, float, float]:
@@ -188,25 +194,29 @@ class LinearCostModel:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<cost model>") -> LinearCostModel:
-        if data.get("kind", "linear") != "linear":
-            raise ConfigError(f"{source}: kind {data.get('kind')!r}; allowed: linear")
-        allowed = {f.name for f in fields(LinearCoefficients)}
-        coefficients = {}
-        for model, raw in dict(data.get("coefficients", {})).items():
-            unknown = set(raw) - allowed
-            if unknown:
-                raise ConfigError(
-                    f"{source}: coefficients.{model} has unknown field(s) {', '.join(sorted(unknown))}; "
-                    f"allowed: {', '.join(sorted(allowed))}"
-                )
-            try:
-                coefficients[str(model)] = LinearCoefficients(**{k: float(v) for k, v in raw.items()})
-            except (TypeError, ValueError):
-                raise ConfigError(f"{source}: coefficients.{model} must be numbers") from None
+        """A cost model from :meth:`to_dict`'s layout; errors name ``source`` and the field.
+
+        Coefficients are finite and non-negative (calibration fits them by non-negative
+        least squares; a negative or NaN one would make kernels take negative or no time).
+        """
+        validate.table(data, source)
+        unknown = set(data) - _FILE_FIELDS
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown field(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_FILE_FIELDS))}"
+            )
+        kind = data.get("kind", "linear")
+        if kind != "linear":
+            raise ConfigError(f"{source}: kind {kind!r}; allowed: linear")
+        coefficients = {
+            model: coefficients_from_dict(raw, f"{source}: coefficients.{model}")
+            for model, raw in validate.table(data.get("coefficients", {}), f"{source}: coefficients").items()
+        }
         if not coefficients:
             raise ConfigError(f"{source}: no coefficients")
         overhead = parse_transfer_overhead(data.get("transfer_overhead", {}), source)
-        return cls(coefficients, str(data.get("provenance", source)), overhead)
+        provenance = validate.string(data.get("provenance", source), f"{source}: provenance")
+        return cls(coefficients, provenance, overhead)
 
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=1, sort_keys=True)
@@ -216,29 +226,72 @@ class LinearCostModel:
 
     @classmethod
     def from_json(cls, text_or_path: str | Path) -> LinearCostModel:
-        p = Path(text_or_path)
-        if isinstance(text_or_path, Path) or (not str(text_or_path).lstrip().startswith("{") and p.exists()):
-            try:
-                return cls.from_dict(json.loads(p.read_text()), str(p))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{p}: not valid JSON: {exc}") from None
+        """A saved cost model: a path (a :class:`~pathlib.Path`, or a string that does not
+        start with ``{``) or the JSON text itself. A missing path, a folder, a binary file,
+        invalid JSON or a wrong field raises :class:`ConfigError` naming the file."""
+        if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{"):
+            return cls.from_dict(_parse_json(text_or_path, "cost model"), "cost model")
+        p = validate.existing_file(text_or_path, "cost model file")
         try:
-            return cls.from_dict(json.loads(str(text_or_path)))
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"cost model: not valid JSON: {exc}") from None
+            text = p.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{p}: not a cost model: not UTF-8 text (a binary file?)") from None
+        except OSError as exc:
+            raise ConfigError(f"{p}: cannot read cost model file ({exc.strerror or exc})") from None
+        return cls.from_dict(_parse_json(text, str(p)), str(p))
+
+
+_FILE_FIELDS = frozenset({"kind", "provenance", "coefficients", "transfer_overhead"})
+COEFFICIENT_FIELDS = tuple(f.name for f in fields(LinearCoefficients))
+
+
+def coefficients_from_dict(raw: Any, where: str) -> LinearCoefficients:
+    """One device model's coefficients: a table of finite non-negative numbers."""
+    validate.table(raw, where)
+    unknown = set(raw) - set(COEFFICIENT_FIELDS)
+    if unknown:
+        raise ConfigError(
+            f"{where} has unknown field(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(COEFFICIENT_FIELDS))}"
+        )
+    return LinearCoefficients(
+        **{k: validate.finite_number(v, f"{where}.{k}", minimum=0.0) for k, v in raw.items()}
+    )
+
+
+def _parse_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not a cost model: JSON nested too deeply to read") from None
+
+
+def check_finite_seconds(seconds: np.ndarray, tasks: Sequence[Task]) -> None:
+    """Raise :class:`PlanError` naming the first task whose predicted time is not finite:
+    cost features near a float's limit (``flops = 1e308``) overflow the model's arithmetic,
+    and an infinite time would make every later time infinite."""
+    bad = np.flatnonzero(~np.isfinite(seconds))
+    if bad.size:
+        t = tasks[int(bad[0])]
+        largest = max(t.features, key=lambda k: t.features[k], default="")
+        raise PlanError(
+            f"task {t.id!r}: its cost features give a compute time of {seconds[bad[0]]} s on {t.device} "
+            f"(largest: {largest} = {t.features.get(largest)!r}); features that large are not a plan's"
+        )
 
 
 def parse_transfer_overhead(raw: Any, source: str) -> dict[str, float]:
     """``transfer_overhead`` of a cost model file: phase -> non-negative seconds."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: transfer_overhead must be a table of phase = seconds")
+        raise ConfigError(f"{source}: transfer_overhead must be a table of phase = seconds, got {raw!r:.40}")
     out = {}
     for phase, value in raw.items():
         if phase not in PHASES:
             raise ConfigError(
                 f"{source}: transfer_overhead.{phase}: unknown phase; allowed: {', '.join(PHASES)}"
             )
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise ConfigError(f"{source}: transfer_overhead.{phase} must be seconds >= 0, got {value!r}")
-        out[str(phase)] = float(value)
+        out[str(phase)] = validate.finite_number(
+            value, f"{source}: transfer_overhead.{phase} (seconds)", minimum=0.0
+        )
     return out

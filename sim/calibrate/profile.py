@@ -46,7 +46,9 @@ from pathlib import Path
 from typing import Any
 
 from sim.calibrate import tomlwrite
-from sim.calibrate.costmodel import PhaseCostModel
+from sim.calibrate.costmodel import FEATURE_COLUMNS, PhaseCostModel
+from sim.costmodel import coefficients_from_dict
+from workbench import validate
 from workbench.errors import ConfigError
 from workbench.hardware.spec import ClusterSpec, cluster_from_dict
 from workbench.tomlfile import read_toml
@@ -128,24 +130,121 @@ def is_profile(path: str | Path) -> bool:
 
 
 def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
-    if not str(data.get("format", "")).startswith("gnnwb-profile"):
+    """A profile from its TOML table; every error is one line naming ``source`` and the field."""
+    validate.table(data, source)
+    fmt = data.get("format", "")
+    if not isinstance(fmt, str) or not fmt.startswith("gnnwb-profile"):
         raise ConfigError(
             f'{source}: not a calibrated profile (no format = "{FORMAT}"; gnnwb calibrate writes them)'
         )
-    if data["format"] != FORMAT:
-        raise ConfigError(f"{source}: profile format {data['format']!r}; this workbench reads {FORMAT!r}")
-    table = dict(data.get("cluster") or {})
+    if fmt != FORMAT:
+        raise ConfigError(f"{source}: profile format {fmt!r}; this workbench reads {FORMAT!r}")
+    table = dict(validate.table(data.get("cluster") or {}, f"{source}: cluster"))
     if not table:
         raise ConfigError(f"{source}: profile has no [cluster] table")
     table["links"] = [
-        {k: v for k, v in link.items() if k not in ("bandwidth_fitted", "latency_fitted")}
-        for link in table.get("links", [])
+        _strip_fit_flags(link, f"{source}: cluster.links[{i}]")
+        for i, link in enumerate(validate.array(table.get("links", []), f"{source}: cluster.links"))
     ]
     cluster = cluster_from_dict(table, f"{source}: cluster")
     cost = data.get("cost_model")
     if not isinstance(cost, dict):
         raise ConfigError(f"{source}: profile has no [cost_model] table")
-    return Profile(cluster, PhaseCostModel.from_dict(cost, source), data)
+    return Profile(cluster, phase_cost_model(cost, source), data)
+
+
+def _strip_fit_flags(link: Any, where: str) -> Any:
+    """A calibrated link without its bandwidth_fitted and latency_fitted flags (booleans),
+    which the hardware layout does not have; a link that is not a table is left to
+    :func:`cluster_from_dict` to name."""
+    if not isinstance(link, dict):
+        return link
+    for flag in ("bandwidth_fitted", "latency_fitted"):
+        if flag in link:
+            validate.boolean(link[flag], f"{where}.{flag}")
+    return {k: v for k, v in link.items() if k not in ("bandwidth_fitted", "latency_fitted")}
+
+
+_COST_FIELDS = frozenset({"kind", "provenance", "transfer_overhead", "fallback", "phases"})
+_TREE_ARRAYS = ("roots", "feature", "threshold", "left", "right", "value")
+_TREE_FIELDS = frozenset({"model", "init", "learning_rate", "log_target", *_TREE_ARRAYS})
+
+
+def phase_cost_model(cost: Any, source: str) -> PhaseCostModel:
+    """A profile's ``[cost_model]`` table, its shape and numbers checked (finite coefficients
+    and trees whose every path ends at a leaf), as a :class:`PhaseCostModel`."""
+    where = f"{source}: cost_model"
+    validate.table(cost, where)
+    unknown = set(cost) - _COST_FIELDS
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown field(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_COST_FIELDS))}"
+        )
+    for phase, entry in validate.table(cost.get("phases", {}), f"{where}.phases").items():
+        for model, raw in validate.table(entry, f"{where}.phases.{phase}").items():
+            _check_fitted(raw, f"{where}.phases.{phase}.{model}")
+    return PhaseCostModel.from_dict(cost, source)
+
+
+def _check_fitted(raw: Any, where: str) -> None:
+    validate.table(raw, where)
+    kind = raw.get("model", "linear")
+    if kind == "linear":
+        coefficients_from_dict({k: v for k, v in raw.items() if k != "model"}, where)
+    elif kind == "trees":
+        _check_trees(raw, where)
+    else:
+        raise ConfigError(f"{where}: model {kind!r}; allowed: linear, trees")
+
+
+def _check_trees(raw: dict[str, Any], where: str) -> None:
+    """Node arrays of one length, finite numbers, and children after their parents, so
+    :meth:`TreeEnsemble.predict` always reaches a leaf (a child pointing back would loop)."""
+    unknown = set(raw) - _TREE_FIELDS
+    if unknown:
+        raise ConfigError(f"{where} has unknown field(s) {', '.join(sorted(unknown))}")
+    for key in ("init", "learning_rate"):
+        if key not in raw:
+            raise ConfigError(f"{where}: missing field {key!r}")
+        validate.finite_number(raw[key], f"{where}.{key}")
+    validate.boolean(raw.get("log_target", True), f"{where}.log_target")
+    arrays = {}
+    for key in _TREE_ARRAYS:
+        if key not in raw:
+            raise ConfigError(f"{where}: missing field {key!r}")
+        arrays[key] = validate.array(raw[key], f"{where}.{key}")
+    n = len(arrays["feature"])
+    for key in ("threshold", "left", "right", "value"):
+        if len(arrays[key]) != n:
+            raise ConfigError(f"{where}: {key} has {len(arrays[key])} nodes, feature has {n}")
+    for key in ("threshold", "value"):
+        for j, x in enumerate(arrays[key]):
+            validate.finite_number(x, f"{where}.{key}[{j}]")
+    roots = [
+        validate.integer(r, f"{where}.roots[{t}]", minimum=0, maximum=max(n - 1, 0))
+        for t, r in enumerate(arrays["roots"])
+    ]
+    if roots and (roots[0] != 0 or roots != sorted(set(roots)) or n == 0):
+        raise ConfigError(f"{where}.roots must start at 0 and increase, got {_short(roots)}")
+    ends = [*roots[1:], n]
+    for root, end in zip(roots, ends, strict=True):
+        for j in range(root, end):
+            left = validate.integer(arrays["left"][j], f"{where}.left[{j}]", minimum=-1)
+            right = validate.integer(arrays["right"][j], f"{where}.right[{j}]", minimum=-1)
+            feature = validate.integer(arrays["feature"][j], f"{where}.feature[{j}]")
+            if left == -1:
+                continue
+            if not (j < root + left < end and j < root + right < end):
+                raise ConfigError(f"{where}: node {j}'s children must come after it within its tree")
+            if not 0 <= feature < len(FEATURE_COLUMNS):
+                raise ConfigError(
+                    f"{where}.feature[{j}] must be from 0 to {len(FEATURE_COLUMNS) - 1}, got {feature}"
+                )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def load_profile(path: str | Path) -> Profile:
@@ -167,4 +266,4 @@ def prepared_cost_model(prepared: Any) -> PhaseCostModel | None:
     table = getattr(prepared, "cost_model", None)
     if table is None:
         return None
-    return PhaseCostModel.from_dict(table, str(prepared.config.hardware.profile))
+    return phase_cost_model(table, str(prepared.config.hardware.profile))
