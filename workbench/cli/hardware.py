@@ -63,7 +63,9 @@ def _export(args: argparse.Namespace) -> int:
 
     text = load_hardware(args.name).to_toml()
     if args.out:
-        Path(args.out).write_text(text)
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)  # checked writable as it was parsed
+        out.write_text(text)
         print(f"wrote {args.out}")
     else:
         print(text, end="")

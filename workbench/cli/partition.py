@@ -113,6 +113,7 @@ def _partition(args: argparse.Namespace) -> int:
             )
     if out is not None:
         try:
+            out.parent.mkdir(parents=True, exist_ok=True)
             write_owner(result.owner, out)
         except OSError as exc:
             raise ConfigError(f"--out {args.out!r}: cannot write ({exc.strerror or exc})") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from workbench.cli.common import add_out_argument, examples, existing_file_arg
 
@@ -37,6 +38,7 @@ def run_plan(args: argparse.Namespace) -> int:
     prepared = prepare_run(config, progress=True, sample_cache=not args.no_sample_cache)
     plan = prepared.plan(progress=True)
     plan.meta.setdefault("hardware", prepared.cluster.name)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)  # checked writable as it was parsed
     plan.save(args.out)
     kinds = {k: sum(t.kind == k for t in plan.tasks) for k in ("compute", "transfer", "collective")}
     print(
