@@ -8,8 +8,10 @@ microbench, fidelity, calibrate) are fuzzed at the parsing level: argparse's own
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -50,27 +52,46 @@ CAPACITIES = st.one_of(
 GRAPHS = st.sampled_from([TINY, TINY, "er:n=abc", "er:", "", "no-such-preset", FOLDER, FILE, MISSING])
 
 
-def options(pairs: dict[str, st.SearchStrategy[str]]) -> st.SearchStrategy[list[str]]:
-    """A subset of ``pairs``' options, each with a drawn value, some written ``--opt=value``."""
-    if not pairs:
-        return st.just([])
+def options(pairs: dict[str, Any], required: tuple[str, ...] = ()) -> st.SearchStrategy[list[str]]:
+    """The ``required`` options and a subset of the others, some written ``--opt=value``. A
+    value in ``pairs`` is a strategy, or a pair (valid values, any values); half the time every
+    value is a valid one (so the commands also run to the end), else one option gets any."""
+
+    def split(name: str) -> tuple[st.SearchStrategy[str], st.SearchStrategy[str]]:
+        value = pairs[name]
+        return value if isinstance(value, tuple) else (value, value)
 
     @st.composite
     def draw(draw_: st.DrawFn) -> list[str]:
+        optional = sorted(set(pairs) - set(required))
+        names = (
+            [*required, *draw_(st.lists(st.sampled_from(optional), unique=True))] if optional else [*required]
+        )
+        bad = draw_(st.sampled_from(names)) if names and draw_(st.booleans()) else None
         argv: list[str] = []
-        for name in draw_(st.lists(st.sampled_from(sorted(pairs)), unique=True, max_size=len(pairs))):
-            value = draw_(pairs[name])
+        for name in names:
+            valid, anything = split(name)
+            value = draw_(anything if name == bad else valid)
             argv += [f"{name}={value}"] if draw_(st.booleans()) else [name, value]
         return argv
 
     return draw()
 
 
-def command(head: list[str], positional: list[st.SearchStrategy[str]], opts: dict) -> st.SearchStrategy:
-    return st.tuples(st.tuples(*positional) if positional else st.just(()), options(opts)).map(
+def command(
+    head: list[str], positional: list[st.SearchStrategy[str]], opts: dict, required: tuple[str, ...] = ()
+) -> st.SearchStrategy[list[str]]:
+    return st.tuples(st.tuples(*positional) if positional else st.just(()), options(opts, required)).map(
         lambda t: [*head, *t[0], *t[1]]
     )
 
+
+def counts(low: int, high: int) -> st.SearchStrategy[str]:
+    return st.integers(low, high).map(str)
+
+
+GRAPH = (st.just(TINY), GRAPHS)
+SEED = (counts(0, 3), NUMBERS)
 
 # What runs for real per example (cheap on a tiny graph or a shipped plan).
 RUN = {
@@ -90,63 +111,87 @@ RUN = {
     "hardware export": command(
         ["hardware", "export"],
         [st.sampled_from(["h100-1x", "nope", FOLDER])],
-        {"-o": PATHS, "--output": PATHS},
+        {"-o": (st.just(NEW + ".toml"), PATHS), "--output": PATHS},
     ),
-    "datasets show": command(["datasets", "show"], [GRAPHS], {"--scale": NUMBERS, "--seed": NUMBERS}),
-    "partition": command(
-        ["partition", "--graph"],
+    "datasets show": command(
+        ["datasets", "show"],
         [GRAPHS],
+        {"--scale": (st.sampled_from(["1", "0.5"]), NUMBERS), "--seed": SEED},
+    ),
+    "partition": command(
+        ["partition"],
+        [],
         {
-            "--strategy": st.sampled_from(["random", "equal-vertex", "ldg", "nope", ""]),
-            "--parts": NUMBERS,
-            "--seed": NUMBERS,
-            "--scale": NUMBERS,
-            "--graph-seed": NUMBERS,
-            "--param": st.sampled_from(
-                ["x=1", "=", "balance_train=true", "order=nan", "gpu_memory_bytes=-1"]
+            "--graph": GRAPH,
+            "--strategy": (
+                st.sampled_from(["random", "equal-vertex", "ldg"]),
+                st.sampled_from(["random", "nope", ""]),
             ),
-            "-o": st.one_of(PATHS, st.just("owner.npy"), st.just("owner.csv")),
+            "--parts": (counts(1, 4), NUMBERS),
+            "--seed": SEED,
+            "--scale": (st.sampled_from(["1", "0.5"]), NUMBERS),
+            "--graph-seed": SEED,
+            "--param": st.sampled_from(["x=1", "=", "order=nan", "gpu_memory_bytes=-1"]),
+            "-o": (st.just(NEW + ".npy"), st.one_of(PATHS, st.just("owner.csv"))),
         },
+        required=("--graph", "--strategy", "--parts"),
     ),
     "place": command(
-        ["place", "--graph"],
-        [GRAPHS],
+        ["place"],
+        [],
         {
-            "--strategy": st.sampled_from(["degree", "none", "partitioned", "presample", "nope"]),
-            "--gpus": NUMBERS,
-            "--capacity": CAPACITIES,
-            "--layers": SMALL_NUMBERS,
-            "--batch-size": NUMBERS,
-            "--epochs": SMALL_NUMBERS,
-            "--fanouts": LISTS,
-            "--sampler": st.sampled_from(["neighbor", "full", "nope", ""]),
-            "--hardware": st.sampled_from(["h100-1x", "nope", FOLDER]),
-            "--seed": NUMBERS,
+            "--graph": GRAPH,
+            "--strategy": (
+                st.sampled_from(["degree", "none", "presample"]),
+                st.sampled_from(["partitioned", "nope", ""]),
+            ),
+            "--gpus": (counts(1, 3), NUMBERS),
+            "--capacity": (st.sampled_from(["10%", "50", "0", "1KiB", "100%"]), CAPACITIES),
+            "--layers": (counts(1, 3), SMALL_NUMBERS),
+            "--batch-size": (counts(1, 64), NUMBERS),
+            "--epochs": (counts(1, 2), SMALL_NUMBERS),
+            "--fanouts": (st.sampled_from(["3,3", "5"]), LISTS),
+            "--sampler": (st.sampled_from(["neighbor", "full"]), st.sampled_from(["nope", ""])),
+            "--hardware": (st.just("h100-1x"), st.sampled_from(["nope", FOLDER])),
+            "--seed": SEED,
         },
+        required=("--graph", "--strategy", "--gpus", "--capacity"),
     ),
-    "sample": command(
-        ["sample", "--graph"],
-        [GRAPHS],
-        {
-            "--sampler": st.sampled_from(["neighbor", "full", "ladies", "fastgcn", "nope", ""]),
-            "--fanouts": LISTS,
-            "--layer-sizes": LISTS,
-            "--layers": SMALL_NUMBERS,
-            "--batch-size": NUMBERS,
-            "--batch": NUMBERS,
-            "--batches": SMALL_NUMBERS,
-            "--seed": NUMBERS,
-        },
+    "sample": st.one_of(
+        *(
+            command(
+                ["sample"],
+                [],
+                {
+                    "--graph": GRAPH,
+                    "--sampler": (st.sampled_from(samplers), st.sampled_from(["nope", "", "bulk-matrix"])),
+                    size_option: (st.sampled_from(sizes), LISTS),
+                    "--batch-size": (counts(1, 64), NUMBERS),
+                    "--batch": (counts(1, 64), NUMBERS),
+                    "--batches": (counts(1, 3), SMALL_NUMBERS),
+                    "--seed": SEED,
+                },
+                required=("--graph", "--sampler", size_option, "--batch-size"),
+            )
+            for samplers, size_option, sizes in (
+                (["neighbor"], "--fanouts", ["3,3", "5"]),
+                (["full"], "--layers", ["1", "2", "3"]),
+                (["ladies", "fastgcn"], "--layer-sizes", ["16,16", "8"]),
+            )
+        )
     ),
     "sim": command(
         ["sim"],
-        [st.sampled_from([*PLANS, FOLDER, FILE, MISSING, "", TRACE])],
+        [st.sampled_from([*PLANS, *PLANS, FOLDER, FILE, MISSING, "", TRACE])],
         {
-            "--jitter": NUMBERS,
-            "--seed": NUMBERS,
-            "--trace": PATHS,
-            "--run-id": st.sampled_from(["r", "", "x y"]),
-            "--hardware": st.sampled_from(["neugraph-8xp100-pcie", "h100-1x", "nope", FOLDER, FILE]),
+            "--jitter": (st.sampled_from(["0", "0.1", "2"]), NUMBERS),
+            "--seed": SEED,
+            "--trace": (st.just(NEW + ".parquet"), PATHS),
+            "--run-id": (st.just("r"), st.sampled_from(["", "x y"])),
+            "--hardware": (
+                st.just("neugraph-8xp100-pcie"),
+                st.sampled_from(["h100-1x", "nope", FOLDER, FILE]),
+            ),
             "--cost-model": st.sampled_from([FOLDER, FILE, MISSING]),
             "-o": PATHS,
         },
@@ -159,7 +204,7 @@ RUN = {
         command(
             ["trace", "export"],
             [st.sampled_from([TRACE, FOLDER, FILE, MISSING, "<run-folder>"])],
-            {"--chrome": PATHS},
+            {"--chrome": (st.just(NEW + ".json"), PATHS)},
         ),
     ),
     "report": command(["report"], [], {"--reports": st.sampled_from([FOLDER, FILE, MISSING, ""])}),
@@ -227,7 +272,7 @@ def paths(tmp_path_factory) -> dict[str, str]:
         FOLDER: str(base / "folder"),
         FILE: str(base / "garbage"),
         MISSING: str(base / "missing" / "nothing.toml"),
-        NEW: str(base / "new-output.json"),
+        NEW: str(base / "new" / "output"),
         "<run-folder>": str(run),
     }
 
@@ -304,7 +349,7 @@ ANY_COMMAND = st.sampled_from([*RUN, *PARSE]).flatmap(lambda n: (RUN | PARSE)[n]
 
 
 @pytest.mark.slow
-@settings(FUZZ, max_examples=10_000)
+@settings(FUZZ, max_examples=int(os.environ.get("GNNWB_FUZZ_EXAMPLES", "10000")))
 @given(case=ANY_COMMAND)
 def test_fuzz_command_line_10k(case, paths, capsys):
     check(*case, paths, capsys)
