@@ -63,6 +63,7 @@ import heapq
 import json
 import math
 import numbers
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -515,10 +516,17 @@ def _count_problem(x: Any) -> str:
 
 
 def _is_amount(x: Any) -> bool:
-    """A finite non-negative real number (not a bool)."""
-    if type(x) is float or type(x) is int:
+    """A finite non-negative real number (not a bool) that a float holds: the cost model
+    computes in floats, and an int beyond a float's range (JSON's 1 followed by 400
+    zeros) does not convert."""
+    if type(x) is float:
         return x >= 0 and math.isfinite(x)
-    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+    if type(x) is int:
+        return 0 <= x <= _FLOAT_MAX
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and 0 <= x <= _FLOAT_MAX
+
+
+_FLOAT_MAX = sys.float_info.max  # also false for NaN, and compares exactly with any int
 
 
 def _is_name(x: Any) -> bool:
