@@ -220,7 +220,7 @@ def test_place_capacity_nan_or_inf_is_refused(capacity, capsys):
 
 def test_parts_beyond_the_graph_are_refused(capsys):
     argv = ["partition", "--graph", TINY, "--strategy", "random", "--parts", str(2**62)]
-    refused(argv, capsys, "--parts", "exceeds the graph's 300 vertices")
+    refused(argv, capsys, str(2**62), "parts is more than the 300 vertices")
 
 
 # --- 3. misleading -----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from workbench.cli.common import refusal
 from workbench.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -304,25 +305,32 @@ def check_run(argv: list[str], capsys) -> None:
     if code == 2:
         errors = [line for line in captured.err.splitlines() if ": error: " in line]
         assert len(errors) == 1, (argv, captured.err)
-        said = errors[0].split(": error: ", 1)[1]
-        typed = {
-            s for token in argv for t in (token, *token.split("=", 1)) for s in (t, repr(t)) if s.strip()
-        }
-        empty = any(not token.strip() for token in argv)
-        named = any(t in said for t in typed) or "required" in said or (empty and "empty" in said)
-        assert named, (argv, said)
+        assert_names_what_was_typed(argv, errors[0].split(": error: ", 1)[1])
     else:
         assert not re.search(r"\bnan\b", captured.out, re.IGNORECASE), (argv, captured.out)
 
 
 def check_parse(argv: list[str], capsys) -> None:
-    """Parsing ``argv`` gives arguments or argparse's usage error (exit 2, one error line)."""
+    """Parsing ``argv`` gives arguments, a refused value's one-line message naming what was
+    typed, or argparse's usage error (exit 2, one error line); never an exception."""
     try:
-        build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:
         err = capsys.readouterr().err
         assert exc.code == 2, (argv, err)
         assert len([line for line in err.splitlines() if ": error: " in line]) == 1, (argv, err)
+        return
+    message = refusal(args)
+    if message is not None:
+        assert "\n" not in message and "{option}" not in message, (argv, message)
+        assert_names_what_was_typed(argv, message)
+
+
+def assert_names_what_was_typed(argv: list[str], said: str) -> None:
+    typed = {s for token in argv for t in (token, *token.split("=", 1)) for s in (t, repr(t)) if s.strip()}
+    empty = any(not token.strip() for token in argv)
+    named = any(t in said for t in typed) or "required" in said or (empty and "empty" in said)
+    assert named, (argv, said)
 
 
 def check(name: str, argv: list[str], paths: dict[str, str], capsys) -> None:

@@ -19,6 +19,7 @@ from workbench.cli.common import (
     existing_path_arg,
     preset_or_file_arg,
     seed_arg,
+    set_handler,
 )
 from workbench.errors import ConfigError
 
@@ -74,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=seed_arg(), default=0, help="seed of the held-out folds and the trees (default 0)"
     )
-    p.set_defaults(handler=run_calibrate)
+    set_handler(p, run_calibrate)
 
 
 def run_calibrate(args: argparse.Namespace) -> int:

@@ -3,9 +3,11 @@ sample, and the argparse ``type=`` checks every command's options use.
 
 The checks run while the command line is parsed, so a bad number or path is refused before
 any work starts (no result is lost to an output path that turns out to be a file). They are
-:mod:`workbench.validate`'s, turned into argparse's errors: exit status 2 and a message naming
-the option and the bad value. Numbers are never coerced: ``1.5`` is not an integer, ``nan``
-and ``inf`` are not quantities, an integer must fit an int64.
+:mod:`workbench.validate`'s: a value that fails one is kept as :class:`Refused`, and the
+command's handler, wrapped by :func:`set_handler`, raises its :class:`ConfigError` naming the
+option before it does anything: one line, exit status 2, as every user error. Numbers are
+never coerced: ``1.5`` is not an integer, ``nan`` and ``inf`` are not quantities, an integer
+must fit an int64.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 import sys
 import tomllib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,14 +58,27 @@ def accept_negative_values(parser: argparse.ArgumentParser) -> None:
     parser._negative_number_matcher = NEGATIVE_VALUE  # argparse has no public switch for this
 
 
+# Stands for the option's name in a refusal; filled in by set_handler, which knows the option.
+OPTION = "{option}"
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A value that failed its check; ``message`` names the option as :data:`OPTION`."""
+
+    message: str
+
+
 def _checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse ``type=`` whose :class:`ConfigError` becomes argparse's error (exit 2, the option named)."""
+    """An argparse ``type=``: the checked value, or :class:`Refused` with the check's message
+    (argparse would print its usage and raise SystemExit; a command's error is one line)."""
 
     def parse(text: str) -> Any:
         try:
             return check(text)
         except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            message = str(exc)
+            return Refused(message if OPTION in message else f"{OPTION} {message}")
 
     parse.__name__ = getattr(check, "__name__", "value")
     return parse
@@ -85,9 +101,9 @@ def integer_arg(*, minimum: int | None = None, maximum: int = validate.INT64_MAX
         try:
             value = int(text.strip(), 10)
         except ValueError:
-            raise ConfigError(f"expected an integer, got {text!r}") from None
+            raise ConfigError(f"{OPTION}: expected an integer, got {text!r}") from None
         with _as_written(text):
-            return validate.integer(value, "the value", minimum=minimum, maximum=maximum)
+            return validate.integer(value, OPTION, minimum=minimum, maximum=maximum)
 
     return _checked(integer)
 
@@ -106,11 +122,11 @@ def number_arg(
         try:
             value = float(text.strip())
         except ValueError:
-            raise ConfigError(f"expected a number, got {text!r}") from None
+            raise ConfigError(f"{OPTION}: expected a number, got {text!r}") from None
         with _as_written(text):
-            value = validate.finite_number(value, "the value", minimum=minimum, positive=positive)
+            value = validate.finite_number(value, OPTION, minimum=minimum, positive=positive)
         if maximum is not None and value > maximum:
-            raise ConfigError(f"the value must be at most {maximum:g}, got {text!r}")
+            raise ConfigError(f"{OPTION} must be at most {maximum:g}, got {text!r}")
         return value
 
     return _checked(number)
@@ -155,7 +171,7 @@ def writable_folder_arg(what: str) -> Callable[[str], str]:
 
 def nonempty_arg(what: str) -> Callable[[str], str]:
     """A string with something in it: an empty one would silently mean the default."""
-    return _checked(lambda text: validate.string(text, what, nonempty=True))
+    return _checked(lambda text: validate.string(text, OPTION, nonempty=True))
 
 
 def preset_or_file_arg(what: str) -> Callable[[str], str]:
@@ -173,7 +189,7 @@ def preset_or_file_arg(what: str) -> Callable[[str], str]:
 
 def _nonempty_path(text: str, what: str) -> str:
     if not text.strip():
-        raise ConfigError(f"empty path, expected a {what}")
+        raise ConfigError(f"{OPTION}: empty path, expected a {what}")
     return text
 
 
@@ -267,6 +283,36 @@ def parse_layer_sizes(text: str, flag: str) -> list[int]:
         sizes = [int(x, 10) for x in entries]
     except ValueError:
         raise ConfigError(f"{flag} {text!r}: expected integers like 15,10,5") from None
+    if any(size < 1 for size in sizes):
+        raise ConfigError(f"{flag} {text!r}: need at least one layer, all >= 1")
     for size in sizes:
-        validate.integer(size, f"{flag} {text!r}: each entry", minimum=1, maximum=MAX_LAYER_SIZE)
+        validate.integer(size, f"{flag} {text!r}: each entry", maximum=MAX_LAYER_SIZE)
     return sizes
+
+
+def set_handler(parser: argparse.ArgumentParser, handler: Callable[[argparse.Namespace], int]) -> None:
+    """``handler`` runs the command, after a value refused while parsing (:class:`Refused`) is
+    raised as a :class:`ConfigError` naming its option."""
+    names: dict[str, str] = {}
+    for action in parser._actions:
+        if action.help is not argparse.SUPPRESS or action.dest not in names:
+            shown = max(action.option_strings, key=len) if action.option_strings else action.metavar
+            names.setdefault(action.dest, str(shown or action.dest))
+
+    def run(args: argparse.Namespace) -> int:
+        message = refusal(args, names)
+        if message is not None:
+            raise ConfigError(message)
+        return handler(args)
+
+    parser.set_defaults(handler=run, option_names=names)
+
+
+def refusal(args: argparse.Namespace, names: dict[str, str] | None = None) -> str | None:
+    """The message of the first refused value in ``args`` with its option named, or None."""
+    names = names if names is not None else getattr(args, "option_names", {})
+    for dest, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, Refused):
+                return item.message.replace(OPTION, names.get(dest, dest))
+    return None

@@ -46,6 +46,7 @@ from workbench.cli.common import (
     integer_arg,
     nonempty_arg,
     parse_layer_sizes,
+    set_handler,
 )
 from workbench.errors import ConfigError
 
@@ -224,7 +225,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="calibrate on the training runs alone, without the p2p and all-reduce microbenchmarks "
         "(then an exchange's fixed cost cannot be told from the network's latency)",
     )
-    p.set_defaults(handler=run_fidelity)
+    set_handler(p, run_fidelity)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import add_out_argument, examples, preset_or_file_arg
+from workbench.cli.common import add_out_argument, examples, preset_or_file_arg, set_handler
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     hs = p.add_subparsers(dest="action", metavar="ACTION")
     hs.required = True
     lp = hs.add_parser("list", help="list the cluster presets")
-    lp.set_defaults(handler=_list)
+    set_handler(lp, _list)
     sp = hs.add_parser(
         "show",
         help="print a cluster's machines, GPUs and links",
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument(
         "name", type=preset_or_file_arg("hardware file"), help="preset name or path to a hardware TOML file"
     )
-    sp.set_defaults(handler=_show)
+    set_handler(sp, _show)
     ep = hs.add_parser(
         "export",
         help="write a preset as an editable TOML file",
@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_out_argument(
         ep, "hardware file", metavar="FILE.toml", help="file to write (default: standard output)"
     )
-    ep.set_defaults(handler=_export)
+    set_handler(ep, _export)
 
 
 def _list(args: argparse.Namespace) -> int:

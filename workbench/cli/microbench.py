@@ -24,6 +24,7 @@ from workbench.cli.common import (
     integer_arg,
     number_arg,
     seed_arg,
+    set_handler,
 )
 from workbench.errors import ConfigError
 
@@ -104,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="each emulated link's rate, e.g. 100Mbit, 1Gbit, 12.5MB/s (needed with --emulate-network)",
     )
-    p.set_defaults(handler=run_microbench_command)
+    set_handler(p, run_microbench_command)
 
 
 def benchmark_names(text: str) -> tuple[str, ...]:

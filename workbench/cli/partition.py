@@ -17,12 +17,12 @@ from workbench.cli.common import (
     accept_negative_values,
     add_graph_arguments,
     add_out_argument,
-    check_at_most_vertices,
     examples,
     integer_arg,
     load_graph,
     parse_params,
     seed_arg,
+    set_handler,
 )
 from workbench.errors import ConfigError
 
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--parts",
         type=integer_arg(minimum=1),
         required=True,
-        help="number of parts (GPUs or machines, >= 1, at most the graph's vertices)",
+        help="number of parts (GPUs or machines, >= 1)",
     )
     p.add_argument(
         "--param",
@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_out_argument(
         p, "owner array file", metavar="OWNER.npy", help="write the owner array to a .npy or .parquet file"
     )
-    p.set_defaults(handler=_partition)
+    set_handler(p, _partition)
 
 
 def write_owner(owner: Any, path: Path) -> None:
@@ -94,7 +94,6 @@ def _partition(args: argparse.Namespace) -> int:
     partitioner = PARTITIONERS.create(args.strategy, **parse_params(args.param))
 
     graph = load_graph(args)
-    check_at_most_vertices("--parts", args.parts, graph)
     started = time.perf_counter()
     result = partitioner.partition(graph, args.parts, np.random.default_rng(args.seed))
     seconds = time.perf_counter() - started

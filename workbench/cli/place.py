@@ -27,6 +27,7 @@ from workbench.cli.common import (
     parse_params,
     preset_or_file_arg,
     seed_arg,
+    set_handler,
 )
 from workbench.errors import ConfigError
 
@@ -101,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="strategy parameter, repeatable (alpha=0.3, mode=algorithm1, partitioner=metis)",
     )
     p.add_argument("--seed", type=seed_arg(), default=0, help="seed of every random decision (default 0)")
-    p.set_defaults(handler=_place)
+    set_handler(p, _place)
 
 
 def parse_capacity(text: str, num_nodes: int, feat_dim: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.cli.common import add_out_argument, examples, existing_file_arg
+from workbench.cli.common import add_out_argument, examples, existing_file_arg, set_handler
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_out_argument(p, "plan file", metavar="PLAN.json", required=True, help="where to write the plan")
     p.add_argument("--no-sample-cache", action="store_true", help="sample again instead of using the cache")
-    p.set_defaults(handler=run_plan)
+    set_handler(p, run_plan)
 
 
 def run_plan(args: argparse.Namespace) -> int:

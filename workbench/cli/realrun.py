@@ -24,6 +24,7 @@ from workbench.cli.common import (
     integer_arg,
     number_arg,
     port_arg,
+    set_handler,
 )
 
 
@@ -122,7 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="ROC's online loop (roc-fullgraph): one launch per iteration, the partitioner refit to the "
         "layer times the workers measured before the next iteration is planned, the model carried over",
     )
-    p.set_defaults(handler=run_realrun)
+    set_handler(p, run_realrun)
 
 
 def run_realrun(args: argparse.Namespace) -> int:

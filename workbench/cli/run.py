@@ -10,7 +10,13 @@ import argparse
 import time
 from pathlib import Path
 
-from workbench.cli.common import MAX_JOBS, accept_negative_values, integer_arg, writable_folder_arg
+from workbench.cli.common import (
+    MAX_JOBS,
+    accept_negative_values,
+    integer_arg,
+    set_handler,
+    writable_folder_arg,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS", default=None, help="a Dask scheduler (tcp://host:8786)")
     p.add_argument("--only", default=None, help="comma-separated study names (default: all)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(handler=_run)
+    set_handler(p, _run)
 
 
 def _run(args: argparse.Namespace) -> int:

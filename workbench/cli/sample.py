@@ -27,6 +27,7 @@ from workbench.cli.common import (
     parse_layer_sizes,
     parse_params,
     seed_arg,
+    set_handler,
 )
 from workbench.errors import ConfigError
 
@@ -79,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=seed_arg(), default=0, help="seed of the batches and of the sampler (default 0)"
     )
-    p.set_defaults(handler=_sample)
+    set_handler(p, _sample)
 
 
 def sampler_params(args: argparse.Namespace) -> dict[str, Any]:

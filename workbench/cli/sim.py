@@ -27,6 +27,7 @@ from workbench.cli.common import (
     number_arg,
     preset_or_file_arg,
     seed_arg,
+    set_handler,
     writable_file_arg,
 )
 from workbench.errors import PlanError
@@ -105,7 +106,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="a saved LinearCostModel",
     )
-    p.set_defaults(handler=run_sim)
+    set_handler(p, run_sim)
 
 
 def run_sim(args: argparse.Namespace) -> int:

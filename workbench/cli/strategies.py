@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import examples
+from workbench.cli.common import examples, set_handler
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     # the former spelling, still accepted
     lp.add_argument("--kind", dest="kind_option", default=None, help=argparse.SUPPRESS)
-    lp.set_defaults(handler=_list)
+    set_handler(lp, _list)
 
 
 def _list(args: argparse.Namespace) -> int:

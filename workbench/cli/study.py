@@ -11,6 +11,7 @@ from workbench.cli.common import (
     examples,
     existing_folder_arg,
     integer_arg,
+    set_handler,
     writable_folder_arg,
 )
 from workbench.errors import ConfigError
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing = inner.add_parser(
         "list", help="every study, the paper it reproduces and its claim", **examples("gnnwb study list")
     )
-    listing.set_defaults(handler=list_studies)
+    set_handler(listing, list_studies)
     run = inner.add_parser(
         "run",
         help="run a study's points that have no stored result, then write its page",
@@ -51,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="reports",
         help="reports folder (default: reports/)",
     )
-    run.set_defaults(handler=run_one)
+    set_handler(run, run_one)
     report = sub.add_parser(
         "report", help="rebuild reports/index.html and every study page from stored results"
     )
@@ -61,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="reports",
         help="reports folder, as gnnwb run or gnnwb study run wrote it (default: reports/)",
     )
-    report.set_defaults(handler=rebuild_reports)
+    set_handler(report, rebuild_reports)
 
 
 def list_studies(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench.cli.common import examples, writable_file_arg
+from workbench.cli.common import examples, set_handler, writable_file_arg
 
 TRACE_HELP = "a trace file, or a run's folder holding a trace.parquet"
 
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         **examples("gnnwb trace show examples/traces/shared_uplink.parquet"),
     )
     show.add_argument("trace", metavar="TRACE.parquet", help=TRACE_HELP)
-    show.set_defaults(handler=show_trace)
+    set_handler(show, show_trace)
     export = actions.add_parser(
         "export",
         help="write a trace as Chrome trace-event JSON",
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="output file (open in Perfetto or chrome://tracing)",
     )
-    export.set_defaults(handler=export_trace)
+    set_handler(export, export_trace)
 
 
 def show_trace(args: argparse.Namespace) -> int:
