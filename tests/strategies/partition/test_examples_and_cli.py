@@ -72,7 +72,7 @@ def test_cli_writes_parquet_and_passes_params(capsys: pytest.CaptureFixture[str]
     [
         (["--strategy", "kernighan", "--parts", "2"], "unknown partition strategy 'kernighan'; valid: chunk2d"),
         (["--strategy", "metis", "--parts", "301"], "301 parts is more than the 300 vertices"),
-        (["--strategy", "metis", "--parts", "0"], "--parts must be >= 1"),
+        (["--strategy", "metis", "--parts", "0"], "--parts must be at least 1"),
         (["--strategy", "metis", "--parts", "2", "--param", "colour=red"], "unknown parameter(s) colour"),
         (["--strategy", "metis", "--parts", "2", "--param", "ufactor"], "expected KEY=VALUE"),
         (["--strategy", "ldg", "--parts", "2", "--param", "order=bfs"], "order 'bfs'; allowed: random, natural"),

@@ -77,7 +77,7 @@ def test_cli_prints_sizes_and_hit_rates(capsys: pytest.CaptureFixture[str]) -> N
         (["--strategy", "song-jiang", "--gpus", "2", "--capacity", "10", "--param", "alpha=0"], "alpha must lie in (0, 1]"),
         (["--strategy", "song-jiang", "--gpus", "2", "--capacity", "10", "--param", "alpha=1.01"], "alpha must lie"),
         (["--strategy", "degree", "--gpus", "2", "--capacity", "301"], "larger than graph"),
-        (["--strategy", "degree", "--gpus", "0", "--capacity", "10"], "--gpus must be >= 1"),
+        (["--strategy", "degree", "--gpus", "0", "--capacity", "10"], "--gpus must be at least 1"),
         (["--strategy", "degree", "--gpus", "2", "--capacity", "10", "--param", "colour=red"], "unknown parameter"),
         (["--strategy", "degree", "--gpus", "2", "--capacity", "120%"], "0%..100%"),
         (["--strategy", "degree", "--gpus", "2", "--capacity", "10", "--sampler", "no-such"], "unknown sampling"),

@@ -121,7 +121,7 @@ def test_cli_each_sampler(capsys: pytest.CaptureFixture[str], args: tuple[str, .
             "sampler 'locality-aware' needs the GPU's cache",
         ),
         (("--sampler", "ladies", "--layer-sizes", "5000", "--batch", "8"), "asks for 5000 vertices"),
-        (("--sampler", "neighbor", "--fanouts", "2", "--batch", "0"), "--batch must be >= 1"),
+        (("--sampler", "neighbor", "--fanouts", "2", "--batch", "0"), "--batch-size must be at least 1"),
         (
             ("--sampler", "neighbor", "--fanouts", "2", "--batch", "181"),
             "exceeds the graph's 180 training vertices",
