@@ -53,8 +53,11 @@ Optional task fields: ``worker`` and ``iteration`` (default 0), ``items``, ``mem
 maps devices to the worker that drives them; a collective's trace row on a device
 belongs to that worker (by default a GPU's global rank, a host's machine index).
 
-Every field is type-checked by :meth:`Plan.validate`: a byte count is a whole number
-(``"1000"``, ``1000.5``, NaN or ``true`` are errors naming the task and the field).
+Every field is type-checked as a plan is read (:meth:`Plan.from_dict`, :meth:`Plan.load`)
+and again by :meth:`Plan.validate`: a count (``bytes``, ``items``, ``worker``, ...) is a
+whole number that fits the trace's int64 columns (``"1000"``, ``1000.5``, NaN, ``true``
+or 2**63 are errors naming the file, the task and the field), and a container is of its
+JSON type (``"resident": 5`` or ``"meta": [1]`` are errors, not tracebacks).
 """
 
 from __future__ import annotations
