@@ -1,0 +1,77 @@
+"""Traces stay bit-identical when the simulator's fixed costs change (issue 28).
+
+The golden traces in ``tests/sim/golden/`` were written by the simulator *before* its
+validation, setup and trace building were reworked; every case is simulated again and
+compared column by column, exactly, with its memory peaks and makespan. Cases: every
+example plan on its hardware, three plans the spine built from example configurations
+(saved as plan files, so changes to the plan builders do not move them), and the
+simulator benchmark's plan at 3,000 tasks, with and without compute jitter.
+
+Regenerate (only when a change of the simulated behaviour is intended)::
+
+    GNNWB_WRITE_GOLDEN=1 .venv/bin/pytest tests/sim/test_golden_traces.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from sim import simulate
+from workbench.hardware import PRESETS, load_hardware
+from workbench.plan import Plan
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).parent / "golden"
+EXAMPLES = ROOT / "examples" / "plans"
+
+
+def _bench_plan(tasks: int) -> Plan:
+    """The plan of ``benchmarks/bench_sim.py`` (a script, not a package: loaded by path)."""
+    spec = importlib.util.spec_from_file_location("bench_sim", ROOT / "benchmarks" / "bench_sim.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.build_plan(tasks, load_hardware("neugraph-8xp100-pcie").gpu_nodes(), 1)
+
+
+def _hardware(plan: Plan, folder: Path) -> Any:
+    name = plan.meta["hardware"]
+    return load_hardware(name if name in PRESETS else folder / name)
+
+
+def cases() -> Iterator[tuple[str, Plan, Any, dict[str, Any]]]:
+    """(case name, plan, hardware, simulate() keywords)."""
+    for path in sorted(EXAMPLES.glob("*.json")):
+        plan = Plan.load(path)
+        yield path.stem, plan, _hardware(plan, EXAMPLES), {}
+    for path in sorted(GOLDEN.glob("*.plan.json")):
+        plan = Plan.load(path)
+        yield path.name.removesuffix(".plan.json"), plan, _hardware(plan, GOLDEN), {}
+    plan = _bench_plan(3000)
+    hardware = load_hardware("neugraph-8xp100-pcie")
+    yield "bench-sim-3000", plan, hardware, {}
+    yield "bench-sim-3000-jitter", plan, hardware, {"seed": 3, "jitter": 0.2}
+
+
+CASES = list(cases())
+
+
+@pytest.mark.parametrize("name,plan,hardware,kw", CASES, ids=[c[0] for c in CASES])
+def test_trace_matches_golden(name: str, plan: Plan, hardware: Any, kw: dict[str, Any]) -> None:
+    result = simulate(plan, hardware, run_id="golden", **kw)
+    trace_path = GOLDEN / f"{name}.trace.parquet"
+    summary_path = GOLDEN / f"{name}.summary.json"
+    summary = {"makespan": result.makespan, "memory": result.memory}
+    if os.environ.get("GNNWB_WRITE_GOLDEN"):
+        result.trace.to_parquet(trace_path, index=False)
+        summary_path.write_text(json.dumps(summary, indent=1, sort_keys=True))
+    golden = pd.read_parquet(trace_path)
+    pd.testing.assert_frame_equal(result.trace, golden, check_exact=True)
+    assert json.loads(json.dumps(summary)) == json.loads(summary_path.read_text())
