@@ -6,6 +6,11 @@ coefficients per device model and phase (``sim.calibrate``), and writes a profil
 ``gnnwb sim --hardware profile.toml`` and a configuration's ``[hardware] profile`` accept.
 Prints what it fitted and how well. Traces measured on different hardware are refused
 unless ``--mixed-hardware`` says to fit them together.
+
+``gnnwb calibrate --published FIGURES.toml [-o profile.toml]`` fits a testbed to figures a
+paper reported instead of traces (``sim.calibrate.published``): the named parameters are
+fitted to the non-headline figures by simulating each figure's setting, and the headline
+figures, never fitted, are simulated with the result and their errors printed.
 """
 
 from __future__ import annotations
@@ -40,13 +45,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     accept_negative_values(p)
     p.add_argument(
         "traces",
-        nargs="+",
+        nargs="*",
         type=existing_path_arg("trace file or folder"),
         metavar="TRACE_OR_FOLDER",
         help="trace files, or folders of trace.parquet files",
     )
     add_out_argument(
-        p, "profile file", metavar="PROFILE.toml", required=True, help="where to write the profile"
+        p,
+        "profile file",
+        metavar="PROFILE.toml",
+        help="where to write the profile (required with traces; with --published, leave it out to only print the fit)",
+    )
+    p.add_argument(
+        "--published",
+        metavar="FIGURES.toml",
+        type=existing_path_arg("published-figures file"),
+        default=None,
+        help="fit the testbed to a paper's reported figures (studies/published/*.toml) instead of traces: "
+        "non-headline figures are fitted, headline figures held out and their errors reported",
     )
     p.add_argument(
         "--hardware",
@@ -84,8 +100,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from sim.calibrate import calibrate, read_sources
     from workbench.hardware import load_hardware
 
-    if not args.out.endswith(".toml"):
+    if args.out is not None and not args.out.endswith(".toml"):
         raise ConfigError(f"-o {args.out!r}: a profile is a .toml file")
+    if args.published is not None:
+        if args.traces:
+            raise ConfigError("--published fits to a paper's figures: give it no traces as well")
+        return run_published(args.published, args.out)
+    if not args.traces:
+        raise ConfigError("give traces (files or folders of trace.parquet) or --published FIGURES.toml")
+    if args.out is None:
+        raise ConfigError("-o/--out PROFILE.toml is required when calibrating from traces")
     sources = read_sources(args.traces)
     hardware = args.hardware
     if hardware is None:
@@ -140,3 +164,34 @@ def _print(profile, n_sources: int) -> None:  # noqa: ANN001 - a sim.calibrate.P
         )
     for note in data["fit"]["notes"]:
         print(f"note: {note}")
+
+
+def run_published(path: str, out: str | None) -> int:
+    """``--published``: fit, print every figure beside the workbench's, write the profile when ``-o``."""
+    import sys
+
+    from sim.calibrate.published import load_published
+    from sim.calibrate.published_fit import fit_published, published_profile
+
+    published = load_published(path)
+    result = fit_published(published, progress=lambda text: print(text, file=sys.stderr, flush=True))
+    print(
+        f"fitted {len(published.parameters)} parameter(s) of {published.hardware} to "
+        f"{len(published.fitted())} figure(s) of {path} in {result.evaluations} simulation round(s), "
+        f"{result.seconds:.1f} s ({result.status})"
+    )
+    for name, value in result.values.items():
+        print(f"  {name:<40} {result.start[name]:>12.4g} -> {value:.4g}")
+    print(f"{'figure':<28} {'role':<9} {'paper':>14} {'workbench':>12} {'ratio':>8}  source")
+    for row in result.rows:
+        simulated = f"{row['workbench']:.4g}" if "workbench" in row else "-"
+        ratio = f"{row['ratio']:.3g}x" if "ratio" in row else "-"
+        print(
+            f"{row['id']:<28} {row['role']:<9} {row['paper']:>14} {simulated:>12} {ratio:>8}  {row['source']}"
+        )
+    for note in result.notes:
+        print(f"note: {note}")
+    if out is not None:
+        command = "gnnwb " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("gnnwb") else None
+        print(f"wrote {published_profile(result, command).write(out)}")
+    return 0
