@@ -39,7 +39,7 @@ def _one_line_error(capsys, argv: list[str], message: str) -> str:
         ("er:n=inf,deg=3", "n must be an integer >= 2, got inf"),
         ("er:n=100,deg=nan", "deg must be a number >= 0, got nan"),
         ("er:n=100,deg=inf", "deg must be a number >= 0, got inf"),
-        ("er:n=100,deg=1e400", "deg must be a number >= 0, got inf"),
+        ("er:n=100,deg=1e400", "deg must be a number >= 0, got 1e400"),
         ("er:n=100,deg=true", "deg='true' is not a number"),
         ("er:n=100,deg=", "deg='' is not a number"),
         ("er:n=100,deg=200", "deg must be at most n-1 = 99"),

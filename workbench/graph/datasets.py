@@ -396,6 +396,7 @@ def _spec_recipe(spec: str, scale: float | None, seed: int) -> Recipe:
     kind, _, body = spec.partition(":")
     allowed = {**SPEC_KEYS[kind], **_NODE_DATA_KEYS}
     values: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in body.split(","))):
         key, eq, raw = item.partition("=")
         key = key.strip()
@@ -408,8 +409,8 @@ def _spec_recipe(spec: str, scale: float | None, seed: int) -> Recipe:
         number = specs.parse_number(raw)
         if number is None:
             raise ConfigError(f"{spec}: {key}={raw.strip()!r} is not a number")
-        values[key] = number
-    return _generator_recipe(spec, kind, values, scale, seed)
+        values[key], spelled[key] = number, raw
+    return _generator_recipe(spec, kind, values, scale, seed, spelled=spelled)
 
 
 def _toml_recipe(path: Path, scale: float | None, seed: int) -> Recipe:
@@ -433,12 +434,20 @@ def _toml_recipe(path: Path, scale: float | None, seed: int) -> Recipe:
 
 
 def _generator_recipe(
-    name: str, kind: str, values: dict[str, Any], scale: float | None, seed: int, where: str | None = None
+    name: str,
+    kind: str,
+    values: dict[str, Any],
+    scale: float | None,
+    seed: int,
+    where: str | None = None,
+    spelled: dict[str, str] | None = None,
 ) -> Recipe:
     """The recipe of generator ``kind`` with ``values``: each value checked by its rule
-    (:data:`workbench.graph.specs.RULES`), then the sizes at ``scale``, before anything is built."""
+    (:data:`workbench.graph.specs.RULES`), then the sizes at ``scale``, before anything is built.
+    ``spelled``: the values' text in a spec, shown in errors as the user wrote them."""
     where = where or name
-    checked = {key: specs.check_param(key, value, where) for key, value in values.items()}
+    spelled = spelled or {}
+    checked = {key: specs.check_param(key, value, where, spelled.get(key)) for key, value in values.items()}
     params = {**SPEC_KEYS[kind], **_NODE_DATA_KEYS, **checked}
     missing = [
         k for k, v in params.items() if v is None and k not in ("communities", "exponent", "concentration")

@@ -94,9 +94,11 @@ def parse_number(raw: str) -> int | float | None:
     return float(number)  # inf beyond a float's range: refused as not finite
 
 
-def check_param(key: str, value: Any, where: str) -> int | float:
-    """``value`` of parameter ``key`` if its rule allows it; else one line naming ``where`` and ``key``."""
+def check_param(key: str, value: Any, where: str, spelled: str | None = None) -> int | float:
+    """``value`` of parameter ``key`` if its rule allows it; else one line naming ``where`` and ``key``
+    and showing the value as the user ``spelled`` it (a spec's text), if given."""
     rule = RULES[key]
+    shown = spelled.strip() if spelled is not None else repr(value)
     if key == "connect" and isinstance(value, bool):
         return int(value)  # a flag: true/false in a TOML file, 1/0 in a spec
     label = f"{where}: {key}"
@@ -106,9 +108,9 @@ def check_param(key: str, value: Any, where: str) -> int | float:
             return integer(value, label, minimum=int(rule.low), maximum=maximum)
         number = finite_number(value, label, minimum=rule.low)
     except ConfigError:
-        raise ConfigError(f"{label} must be {rule.describe()}, got {value!r}") from None
+        raise ConfigError(f"{label} must be {rule.describe()}, got {shown}") from None
     if (rule.open_low and number <= rule.low) or (rule.high is not None and number > rule.high):
-        raise ConfigError(f"{label} must be {rule.describe()}, got {value!r}")
+        raise ConfigError(f"{label} must be {rule.describe()}, got {shown}")
     return value  # as given (an int stays an int), so the cache key of a graph does not change
 
 
