@@ -154,7 +154,7 @@ def iteration_schedule(scheme: HopGNNScheme, inputs: SchemeInputs, it: int) -> S
     n = inputs.num_workers
     roots = model_roots(inputs, inputs.epoch[it], scheme.minibatches)
     cells = [[roots[d][(d + t) % n] for t in range(n)] for d in range(n)]
-    kept, cells = merge_time_steps(cells, scheme.merges if scheme.merge else 0)
+    kept, cells = merge_time_steps(cells, scheme.merges if scheme.merge else 0, scheme.merge_to)
     return Schedule(kept, cells, n)
 
 

@@ -318,6 +318,50 @@ def test_merging_never_changes_the_roots_a_model_trains_on(case):
         assert len({(d + t) % n for d in range(n)}) == n
 
 
+def test_merging_home_deals_the_lightest_step_to_the_models_at_each_server():
+    # The counts of Figure 10; t1 is dropped. Model d's t1 cell is on server (d + 1) mod 3. On
+    # server 1 the kept cells are model 1's t0 (4 roots) and model 2's t2 (3): 8 in all, each
+    # topped up to 8 // 2 + 1 = 5 in step order, so model 0's one root goes to model 1's t0.
+    # Server 2: model 2's t0 (2) and model 0's t2 (4) take model 1's two roots: t0 gets both.
+    # Server 0: model 0's t0 (3) and model 1's t2 (2) take model 2's one root: t0 gets it.
+    counts = [[3, 1, 4], [4, 2, 2], [2, 1, 3]]
+    cells = [
+        [np.arange(c).reshape(-1, 1) + 10 * (3 * d + t) for t, c in enumerate(row)]
+        for d, row in enumerate(counts)
+    ]
+    steps, merged = merge_time_steps(cells, 1, "home")
+    assert steps == [0, 2]
+    assert [[c.shape[0] for c in model] for model in merged] == [[4, 4], [5, 2], [4, 3]]
+    assert 10 * (3 * 0 + 1) in merged[1][0]  # model 0's t1 root, now model 1's at server 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 6).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.lists(st.lists(st.integers(0, 7), min_size=n, max_size=n), min_size=n, max_size=n),
+            st.integers(0, n - 1),
+        )
+    )
+)
+def test_merging_home_never_moves_a_root_off_its_server(case):
+    n, counts, merges = case
+    cells = [
+        [np.arange(c).reshape(-1, 1) + 100 * (n * d + t) for t, c in enumerate(row)]
+        for d, row in enumerate(counts)
+    ]
+    home = {int(r): (d + t) % n for d in range(n) for t in range(n) for r in cells[d][t].ravel()}
+    steps, merged = merge_time_steps(cells, merges, "home")
+    seen = {int(r): (d + t) % n for d in range(n) for k, t in enumerate(steps) for r in merged[d][k].ravel()}
+    assert seen == home
+
+
+def test_merge_to_is_checked():
+    with pytest.raises(ConfigError, match="merge_to 'away'"):
+        EXECUTION_SCHEMES.create("hopgnn", merge_to="away")
+
+
 def test_adaptive_merge_count_stops_when_the_epoch_stops_getting_faster():
     # Figure 17: four steps, then three (faster), then two (slower): HopGNN keeps three (1 merge).
     assert adaptive_merge_count(lambda m: [10.0, 8.0, 9.0, 7.0][m], 3) == 1

@@ -249,7 +249,17 @@ def model_roots(inputs: SchemeInputs, row: list[Minibatch], minibatches: str) ->
     return table
 
 
-def merge_time_steps(cells: list[list[np.ndarray]], merges: int) -> tuple[list[int], list[list[np.ndarray]]]:
+MERGE_TO = ("model", "home")
+MERGE_TO_HELP = (
+    "where merging puts a dropped time step's roots: 'model' spreads them over the same model's other "
+    "steps (on other servers); 'home' gives them to the models that visit their home server in the kept "
+    "steps, so roots never leave home (paper 003's artifact, dgl_jpgnn_trans_lessjp.py)"
+)
+
+
+def merge_time_steps(
+    cells: list[list[np.ndarray]], merges: int, to: str = "model"
+) -> tuple[list[int], list[list[np.ndarray]]]:
     """Micrograph merging (paper 003 section 5.3), ``merges`` times.
 
     ``cells[d][t]``: what model ``d`` trains in time step ``t`` (rows, one per root). Each
@@ -260,7 +270,14 @@ def merge_time_steps(cells: list[list[np.ndarray]], merges: int) -> tuple[list[i
     the step. Returns the kept time steps (original numbers: model ``d`` is still at server
     ``(d + t) mod N`` in step ``t``) and the cells of each kept step. A model's roots in an
     iteration never change, only when and where it trains them.
+
+    ``to = "home"`` is the artifact's rule instead: the dropped step's roots on server ``s``
+    go to the cells the kept steps run on ``s`` (other models'), each topped up in step
+    order to ``total // kept + 1`` roots as the artifact does, so no root trains away from
+    home; which model trains a root changes, which the summed gradients do not see.
     """
+    if to not in MERGE_TO:
+        raise ConfigError(f"micrograph merging: to={to!r}; allowed: {', '.join(MERGE_TO)}")
     steps = list(range(len(cells[0]) if cells else 0))
     if merges < 0 or (steps and merges > len(steps) - 1):
         raise ConfigError(
@@ -272,12 +289,32 @@ def merge_time_steps(cells: list[list[np.ndarray]], merges: int) -> tuple[list[i
         load = [sum(model[j].shape[0] for model in cells) for j in range(len(steps))]
         j = int(np.argmin(load))
         others = [k for k in range(len(steps)) if k != j]
+        if to == "home":
+            _merge_home(cells, steps, j, others)
+        else:
+            for model in cells:
+                for k, part in zip(others, np.array_split(model[j], len(others)), strict=True):
+                    model[k] = np.concatenate([model[k], part])
         for model in cells:
-            for k, part in zip(others, np.array_split(model[j], len(others)), strict=True):
-                model[k] = np.concatenate([model[k], part])
             del model[j]
         del steps[j]
     return steps, cells
+
+
+def _merge_home(cells: list[list[np.ndarray]], steps: list[int], j: int, others: list[int]) -> None:
+    """Deal step ``j``'s roots on each server to the kept steps' cells on that server (in step
+    order, each topped up to the server's ``total // kept + 1``), leaving ``cells[.][j]`` as is."""
+    n = len(cells)
+    for d in range(n):
+        server = (d + steps[j]) % n
+        kept = [((server - steps[k]) % n, k) for k in others]  # (model, step index) on this server
+        total = cells[d][j].shape[0] + sum(cells[m][k].shape[0] for m, k in kept)
+        fill = total // len(kept) + 1
+        rest = cells[d][j]
+        for m, k in kept:
+            take = max(0, min(fill - cells[m][k].shape[0], rest.shape[0]))
+            cells[m][k] = np.concatenate([cells[m][k], rest[:take]])
+            rest = rest[take:]
 
 
 def adaptive_merge_count(epoch_time: Callable[[int], float], max_merges: int) -> int:

@@ -40,7 +40,8 @@ worker that owns it, whose machine's host memory holds its features):
    time step with the fewest roots is dropped and each model's roots in it are spread
    evenly over that model's other steps (:func:`._micrographs.merge_time_steps`):
    fewer migrations and kernel launches, but the moved micrographs train away from
-   home. The paper picks the count adaptively over epochs (an epoch is one plan here):
+   home. ``merge_to = "home"`` is the artifact's rule: they go to the models that visit
+   their home server in the kept steps, and never leave home. The paper picks the count adaptively over epochs (an epoch is one plan here):
    :func:`._micrographs.adaptive_merge_count` runs that search given an epoch-time
    function, and its answer is the ``merges`` to configure.
 
@@ -56,6 +57,8 @@ from workbench.errors import ConfigError
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.strategies.execution._micrographs import (
+    MERGE_TO,
+    MERGE_TO_HELP,
     MINIBATCHES_HELP,
     Micrographs,
     check_minibatches,
@@ -91,6 +94,7 @@ class HopGNNScheme(ExecutionScheme):
         "pregather": "one deduplicated remote feature fetch per server and iteration (+PG; needs micrographs)",
         "merge": "micrograph merging (All; needs micrographs): drop `merges` time steps per iteration",
         "merges": "time steps merged away per iteration when merging, 1..N-1 (N - 1: one step left)",
+        "merge_to": MERGE_TO_HELP,
         "minibatches": MINIBATCHES_HELP,
         "prefetch": PREFETCH_HELP,
         "overlap_reads": ModelCentricScheme.HELP["overlap_reads"],
@@ -102,6 +106,7 @@ class HopGNNScheme(ExecutionScheme):
         pregather: bool = True,
         merge: bool = True,
         merges: int = 1,
+        merge_to: str = "model",
         minibatches: str = "global",
         prefetch: int = 1,
         overlap_reads: bool = True,
@@ -118,6 +123,11 @@ class HopGNNScheme(ExecutionScheme):
         self.pregather = pregather
         self.merge = merge
         self.merges = merges
+        if merge_to not in MERGE_TO:
+            raise ConfigError(
+                f"execution strategy 'hopgnn': merge_to {merge_to!r}; allowed: {', '.join(MERGE_TO)}"
+            )
+        self.merge_to = merge_to
         self.minibatches = check_minibatches(minibatches, "hopgnn")
         self.prefetch = check_prefetch(prefetch, "hopgnn")
         self.overlap_reads = overlap_reads
@@ -127,6 +137,7 @@ class HopGNNScheme(ExecutionScheme):
             "micrographs": self.micrographs,
             "pregather": self.pregather,
             "merges": self.merges if self.merge else 0,
+            **({"merge_to": self.merge_to} if self.merge and self.merge_to != "model" else {}),
             "minibatches": self.minibatches,
         }
 
@@ -141,13 +152,13 @@ class HopGNNScheme(ExecutionScheme):
         row = inputs.epoch[iteration]
         n = inputs.num_workers
         merges = self.merges if self.merge else 0
-        key = (inputs.partition_digest, n, merges, self.minibatches)
+        key = (inputs.partition_digest, n, merges, self.merge_to, self.minibatches)
         kept = row[0].__dict__.get("_hopgnn_schedule")
         if kept is not None and kept[0] == key:
             return kept[1]
         roots = model_roots(inputs, row, self.minibatches)
         cells = [[roots[d][(d + t) % n] for t in range(n)] for d in range(n)]
-        steps, cells = merge_time_steps(cells, merges)
+        steps, cells = merge_time_steps(cells, merges, self.merge_to)
         flat = micrographs_of(row, [cell for model in cells for cell in model])
         schedule = steps, [flat[d * len(steps) : (d + 1) * len(steps)] for d in range(n)]
         row[0].__dict__["_hopgnn_schedule"] = (key, schedule)
