@@ -336,6 +336,100 @@ def add_reads(
     return ids, tensors
 
 
+FEATURE_SERVICE_HELP = (
+    "host and remote rows come through a feature service, as paper 003's artifact fetches them: the "
+    "worker's own server looks each row up and copies it (a host task per row), asks the other servers "
+    "one after another (each looks its rows up and copies them, sends them, and the asking server copies "
+    "them into the reply), then the whole reply goes to the GPU in one host-to-device copy; "
+    "false: remote rows land on the GPU straight from the network"
+)
+
+
+def service_fetch(
+    plan: Plan,
+    inputs: SchemeInputs,
+    w: int,
+    iteration: int,
+    reads: list[FeatureRead],
+    deps: list[str],
+    prefix: str,
+) -> tuple[str | None, int]:
+    """Worker ``w``'s request of ``reads``' host and remote rows to its machine's feature service,
+    into its host memory. Returns the last task (None: no such row) and the rows it returns.
+
+    Each row costs its server a lookup and a copy (a host task with ``vertices`` and the bytes it
+    reads and writes, priced by the CPU cost model); the other servers are asked one after
+    another in the artifact's order (the next machine first, wrapping round), each answer
+    copied row by row into the reply (static_cache.go's Get)."""
+    fb = inputs.feature_bytes
+    host = inputs.host_of_worker(w)
+    served = [r for r in reads if r.kind in ("host", "remote")]
+    if not served:
+        return None, 0
+    machines = len(inputs.cluster.machines)
+    mine = int(inputs.worker_machine[w])
+    order = {inputs.host_of_machine((mine + k) % machines): k for k in range(machines)}
+    last = list(deps)
+    for read in sorted(served, key=lambda r: order[r.source]):
+        rows = float(read.count)
+        work = {"vertices": rows, "bytes": 2.0 * rows * fb}
+        kw = {"worker": w, "iteration": iteration, "items": read.count}
+        if read.kind == "host":
+            tid = f"{prefix}.serve.local"
+            plan.compute(tid, host, "gather_local", last, features=work, **kw)
+            last = [tid]
+            continue
+        tid = f"{prefix}.serve.{read.source}"
+        plan.compute(f"{tid}.lookup", read.source, "gather_remote", last, features=work, **kw)
+        plan.transfer(
+            tid,
+            read.source,
+            host,
+            read.count * fb,
+            "gather_remote",
+            [f"{tid}.lookup"],
+            carries="features",
+            **kw,
+        )
+        plan.compute(f"{tid}.copy", host, "gather_remote", [tid], features=work, **kw)
+        last = [f"{tid}.copy"]
+    return last[0], sum(r.count for r in served)
+
+
+def add_service_reads(
+    plan: Plan,
+    inputs: SchemeInputs,
+    w: int,
+    iteration: int,
+    vertices: np.ndarray,
+    deps: list[str],
+    prefix: str,
+) -> tuple[list[str], list[str]]:
+    """:func:`add_feature_reads` through the feature service (``feature_service``): GPU cache and
+    peer reads as before, host and remote rows by :func:`service_fetch`, then one host-to-device
+    copy of the reply (the artifact's pageable ``.cuda()``)."""
+    reads = feature_reads(inputs, w, vertices)
+    near = [r for r in reads if r.kind in ("local", "peer")]
+    ids, tensors = add_reads(plan, inputs, w, iteration, near, deps, prefix)
+    last, rows = service_fetch(plan, inputs, w, iteration, reads, deps, prefix)
+    if last is not None:
+        tid = f"{prefix}.serve.h2d"
+        plan.transfer(
+            tid,
+            inputs.host_of_worker(w),
+            inputs.workers[w],
+            rows * inputs.feature_bytes,
+            "h2d",
+            [last],
+            worker=w,
+            iteration=iteration,
+            items=rows,
+            carries="features",
+        )
+        ids.append(tid)
+    return ids, tensors
+
+
 class ExecutionScheme(ABC):
     """Turns a run's decisions into an iteration plan. Pure: no device, no time, no randomness.
 

@@ -68,6 +68,7 @@ from workbench.strategies.execution._micrographs import (
     model_roots,
 )
 from workbench.strategies.execution.base import (
+    FEATURE_SERVICE_HELP,
     PREFETCH_HELP,
     Exchange,
     ExecutionScheme,
@@ -79,8 +80,10 @@ from workbench.strategies.execution.base import (
     add_reads,
     add_resident_state,
     add_sampling,
+    add_service_reads,
     check_prefetch,
     feature_reads,
+    service_fetch,
 )
 from workbench.strategies.execution.model_centric import ModelCentricScheme
 
@@ -98,6 +101,8 @@ class HopGNNScheme(ExecutionScheme):
         "minibatches": MINIBATCHES_HELP,
         "prefetch": PREFETCH_HELP,
         "overlap_reads": ModelCentricScheme.HELP["overlap_reads"],
+        "feature_service": FEATURE_SERVICE_HELP
+        + " (with pregather: one request per server and iteration for all its cells' rows)",
     }
 
     def __init__(
@@ -110,6 +115,7 @@ class HopGNNScheme(ExecutionScheme):
         minibatches: str = "global",
         prefetch: int = 1,
         overlap_reads: bool = True,
+        feature_service: bool = False,
     ) -> None:
         if not micrographs and (pregather or merge):
             on = " and ".join(n for n, v in (("pregather", pregather), ("merge", merge)) if v)
@@ -131,6 +137,7 @@ class HopGNNScheme(ExecutionScheme):
         self.minibatches = check_minibatches(minibatches, "hopgnn")
         self.prefetch = check_prefetch(prefetch, "hopgnn")
         self.overlap_reads = overlap_reads
+        self.feature_service = feature_service
 
     def switches(self) -> dict[str, object]:
         return {
@@ -139,6 +146,7 @@ class HopGNNScheme(ExecutionScheme):
             "merges": self.merges if self.merge else 0,
             **({"merge_to": self.merge_to} if self.merge and self.merge_to != "model" else {}),
             "minibatches": self.minibatches,
+            **({"feature_service": True} if self.feature_service else {}),
         }
 
     def schedule(self, inputs: SchemeInputs, iteration: int) -> tuple[list[int], list[list[Micrographs]]]:
@@ -166,7 +174,7 @@ class HopGNNScheme(ExecutionScheme):
 
     def build(self, inputs: SchemeInputs) -> Plan:
         if not self.micrographs:
-            plan = ModelCentricScheme(self.prefetch, self.overlap_reads).build(inputs)
+            plan = ModelCentricScheme(self.prefetch, self.overlap_reads, self.feature_service).build(inputs)
             plan.meta.update(scheme="hopgnn", **self.switches())
             return plan
         n = inputs.num_workers
@@ -188,7 +196,9 @@ class HopGNNScheme(ExecutionScheme):
                 add_sampling(plan, inputs, w, it, mb, f"i{it}.w{w}", ahead, built[w])
                 for w, mb in enumerate(row)
             ]
-            iteration = _Iteration(plan, inputs, it, samples, steps, self.pregather, self.overlap_reads)
+            iteration = _Iteration(
+                plan, inputs, it, samples, steps, self.pregather, self.overlap_reads, self.feature_service
+            )
             steps = iteration.run(kept, cells)
             ahead.record(steps)
         return plan
@@ -220,7 +230,9 @@ class _Iteration:
         previous_steps: list[str],
         pregather: bool,
         overlap_reads: bool = True,
+        service: bool = False,
     ) -> None:
+        self.service = service
         self.plan, self.inputs, self.it, self.samples = plan, inputs, it, samples
         self.previous_steps = previous_steps
         n = inputs.num_workers
@@ -232,7 +244,9 @@ class _Iteration:
         self.last_cell: dict[int, str] = {}  # per server, the final task of the cell it ran last
         self.pregather = pregather
         self.overlap_reads = overlap_reads
-        self.pregathered: dict[int, list[tuple[str, str]]] = {}  # per server, (task, tensor) per source
+        self.pregathered: dict[
+            int, list[tuple[str, str | None]]
+        ] = {}  # per server, (task, tensor) per source
         # Staged (not overlap_reads): per server, the pre-gathering fetches its exchange waits for
         # (its own and those served from its host). The real worker is one serial process that
         # makes the exchange before any cell's reads, so its near reads start after them.
@@ -285,8 +299,13 @@ class _Iteration:
         deps = sorted({self.samples[w] for mg in cells for w in mg.sources})
         if not self.overlap_reads:  # the real pre-gathering is one exchange every worker joins
             deps = sorted(set(self.samples))
+        if self.service:  # one request to the feature service for every row the cells need
+            reads = feature_reads(inputs, s, vertices)
+            last, _ = service_fetch(plan, inputs, s, self.it, reads, deps, f"i{self.it}.w{s}.pregather")
+            self.pregathered[s] = [(last, None)] if last is not None else []
+            return
         host = inputs.host_of_worker(s)
-        fetched = []
+        fetched: list[tuple[str, str | None]] = []
         for read in feature_reads(inputs, s, vertices):
             if read.kind != "remote":
                 continue
@@ -323,8 +342,10 @@ class _Iteration:
         frees: list[str] = []
         if self.pregather:
             reads = feature_reads(inputs, s, mg.input_nodes)
-            near = [r for r in reads if r.kind != "remote"]
-            far = sum(r.count for r in reads if r.kind == "remote")
+            # Through the service the reply holds the host rows too; else only remote rows were fetched.
+            served = ("host", "remote") if self.service else ("remote",)
+            near = [r for r in reads if r.kind not in served]
+            far = sum(r.count for r in reads if r.kind in served)
             near_deps = read_deps + self.after_pregather.get(s, [])
             ids, gathered = add_reads(plan, inputs, s, it, near, near_deps, prefix, self.overlap_reads)
             fetched = self.pregathered.get(s, [])
@@ -348,7 +369,9 @@ class _Iteration:
                 ids.append(tid)
             if final:  # the server's last cell frees what it pre-gathered for the iteration
                 ids.extend(task for task, _ in fetched)
-                frees.extend(tensor for _, tensor in fetched)
+                frees.extend(tensor for _, tensor in fetched if tensor is not None)
+        elif self.service:
+            ids, gathered = add_service_reads(plan, inputs, s, it, mg.input_nodes, read_deps, prefix)
         else:
             ids, gathered = add_feature_reads(
                 plan, inputs, s, it, mg.input_nodes, read_deps, prefix, self.overlap_reads, exchange

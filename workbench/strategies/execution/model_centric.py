@@ -22,6 +22,7 @@ from __future__ import annotations
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.strategies.execution.base import (
+    FEATURE_SERVICE_HELP,
     PREFETCH_HELP,
     Exchange,
     ExecutionScheme,
@@ -32,6 +33,7 @@ from workbench.strategies.execution.base import (
     add_gradient_sync,
     add_resident_state,
     add_sampling,
+    add_service_reads,
     block_sizes,
     check_prefetch,
 )
@@ -45,14 +47,18 @@ class ModelCentricScheme(ExecutionScheme):
         "prefetch": PREFETCH_HELP,
         "overlap_reads": "a minibatch's feature reads from different sources run at once (DGL's KV store); "
         "false: in stages, as the real feature store runs them",
+        "feature_service": FEATURE_SERVICE_HELP,
     }
 
-    def __init__(self, prefetch: int = 1, overlap_reads: bool = True) -> None:
+    def __init__(self, prefetch: int = 1, overlap_reads: bool = True, feature_service: bool = False) -> None:
         self.prefetch = check_prefetch(prefetch, "model-centric")
         self.overlap_reads = overlap_reads
+        self.feature_service = feature_service
 
     def build(self, inputs: SchemeInputs) -> Plan:
-        plan = self.empty_plan(inputs, prefetch=self.prefetch, overlap_reads=self.overlap_reads)
+        # The service is named in the meta only when on, so other plans stay as they were.
+        service = {"feature_service": True} if self.feature_service else {}
+        plan = self.empty_plan(inputs, prefetch=self.prefetch, overlap_reads=self.overlap_reads, **service)
         add_resident_state(plan, inputs)
         ahead = Prefetch(self.prefetch)
         steps: list[str] = []
@@ -62,9 +68,12 @@ class ModelCentricScheme(ExecutionScheme):
             for w, mb in enumerate(minibatches):
                 prefix = f"i{it}.w{w}"
                 sample = add_sampling(plan, inputs, w, it, mb, prefix, ahead)
-                reads, gathered = add_feature_reads(
-                    plan, inputs, w, it, mb.input_nodes, [sample], prefix, self.overlap_reads, exchange
-                )
+                if self.feature_service:
+                    reads, gathered = add_service_reads(plan, inputs, w, it, mb.input_nodes, [sample], prefix)
+                else:
+                    reads, gathered = add_feature_reads(
+                        plan, inputs, w, it, mb.input_nodes, [sample], prefix, self.overlap_reads, exchange
+                    )
                 ready = reads or [sample]
                 if steps:
                     ready = [*ready, steps[w]]
