@@ -56,7 +56,19 @@ each). The plan is sparsity-aware (Ballard et al.) and counts bytes, so it diffe
 * the all-reduce buffer is the CSR of ``P_i``: rows are ``Q_i``'s rows, i.e. the
   layer's destinations summed over the row's batches (``bkc/P`` only for the seed layer
   of full batches), nonzeros the sum of their degrees; the simulator runs it as a
-  ring, ``2 (c - 1) / c`` of that buffer per process.
+  ring, ``2 (c - 1) / c`` of that buffer per process (``row_allreduce="ring"``).
+
+How the paper's code schedules those messages (``schedule`` and ``row_allreduce``; see
+:mod:`~workbench.strategies.sampling.bulk_matrix_plan`). By default every fetch of a layer
+starts as soon as its process is ready and the row sums its partials with a ring. With
+``schedule="stepped"`` the fetches run in the paper's ``P/c^2`` dependent steps per
+process column, one owner serving the column per step (section 5.2.1's outer loop, CAGNET's
+``dist_saspgemm15D``); with ``row_allreduce="pairwise"`` the row sums in ``log2(c)``
+rounds of pairwise sparse exchange (CAGNET's ``csr_allreduce``). Bytes are the same under
+either schedule; the time is not: stepped, a process column's row data crosses the owner's
+link one step at a time, so the critical path carries ``P/c^2`` steps, each of about
+``1/(P/c^2)`` of the column's rows, which is what the paper's analysis (``beta n d / c``)
+counts and why it falls with ``c``.
 
 ``tests/strategies/execution/test_bulk_pipeline.py`` checks the plan against the
 formula on complete graphs, process by process.
@@ -82,7 +94,14 @@ from workbench.strategies.execution.base import (
     block_sizes,
 )
 from workbench.strategies.sampling.base import Minibatch
-from workbench.strategies.sampling.bulk_matrix_plan import MODES, csr_bytes, sampled_bulk_plan, vertex_blocks
+from workbench.strategies.sampling.bulk_matrix_plan import (
+    MODES,
+    ROW_ALLREDUCES,
+    SCHEDULES,
+    csr_bytes,
+    sampled_bulk_plan,
+    vertex_blocks,
+)
 
 VALUE_BYTES = 4
 
@@ -107,9 +126,20 @@ class BulkPipelineScheme(ExecutionScheme):
         "c divides the workers P and c^2 <= P",
         "bulk": "minibatches k sampled per bulk step over all workers (a multiple of the workers); "
         "default: the whole epoch in one step",
+        "schedule": "the 1.5D row fetches: 'overlapped' (all at once) or 'stepped' (paper 004's P/c^2 dependent "
+        "steps, one owner per process column per step, as CAGNET runs them)",
+        "row_allreduce": "how a process row sums its c partial products: 'ring' (a dense ring all-reduce of the "
+        "CSR) or 'pairwise' (CAGNET's log2(c) rounds of sparse pairwise exchange; c a power of two)",
     }
 
-    def __init__(self, mode: str = "replicated", replication: int = 1, bulk: int | None = None) -> None:
+    def __init__(
+        self,
+        mode: str = "replicated",
+        replication: int = 1,
+        bulk: int | None = None,
+        schedule: str = "overlapped",
+        row_allreduce: str = "ring",
+    ) -> None:
         who = "execution scheme 'bulk-pipeline'"
         if mode not in MODES:
             raise ConfigError(f"{who}: unknown mode {mode!r}; allowed: {', '.join(MODES)}")
@@ -117,9 +147,17 @@ class BulkPipelineScheme(ExecutionScheme):
             raise ConfigError(f"{who}: replication must be a positive integer, got {replication!r}")
         if bulk is not None and (isinstance(bulk, bool) or not isinstance(bulk, int) or bulk < 1):
             raise ConfigError(f"{who}: bulk must be a positive integer, got {bulk!r}")
+        if schedule not in SCHEDULES:
+            raise ConfigError(f"{who}: unknown schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}")
+        if row_allreduce not in ROW_ALLREDUCES:
+            raise ConfigError(
+                f"{who}: unknown row_allreduce {row_allreduce!r}; allowed: {', '.join(ROW_ALLREDUCES)}"
+            )
         self.mode = mode
         self.replication = replication
         self.bulk = bulk
+        self.schedule = schedule
+        self.row_allreduce = row_allreduce
 
     def check(self, inputs: SchemeInputs) -> int:
         """Check the grid, the bulk size and the inputs against ``inputs``; returns iterations per step."""
@@ -134,6 +172,11 @@ class BulkPipelineScheme(ExecutionScheme):
             raise ConfigError(
                 f"{who}: each process row keeps its block of the feature matrix on its GPUs (paper 004, "
                 "section 6); a [placement] cache has no role here: remove it"
+            )
+        if self.mode == "partitioned-1.5d" and self.row_allreduce == "pairwise" and c & (c - 1):
+            raise ConfigError(
+                f"{who}: row_allreduce='pairwise' halves the process row each round and needs c a power "
+                f"of two, got c={c}"
             )
         if self.bulk is not None and self.bulk % p:
             raise ConfigError(
@@ -152,7 +195,14 @@ class BulkPipelineScheme(ExecutionScheme):
         p, c = inputs.num_workers, self.replication
         rows = p // c
         bounds = vertex_blocks(inputs.graph.num_nodes, rows)
-        plan = self.empty_plan(inputs, mode=self.mode, replication=c, bulk=per_step * p)
+        plan = self.empty_plan(
+            inputs,
+            mode=self.mode,
+            replication=c,
+            bulk=per_step * p,
+            schedule=self.schedule,
+            row_allreduce=self.row_allreduce,
+        )
         add_resident_state(plan, inputs)
         for w, gpu in enumerate(inputs.workers):
             i = w // c
@@ -194,6 +244,8 @@ class BulkPipelineScheme(ExecutionScheme):
             devices=workers,
             index_bytes=INDEX_BYTES,
             value_bytes=VALUE_BYTES,
+            schedule=self.schedule,
+            row_allreduce=self.row_allreduce,
         )
         if s == 0:
             plan.resident.extend(sub.plan.resident)

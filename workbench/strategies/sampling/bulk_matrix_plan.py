@@ -34,7 +34,37 @@ is split into block rows along batch boundaries (batch ``b`` belongs to block ro
     blocks ``t == i`` are local and move nothing. The ``c`` partial products of process
     row ``i`` are then summed by an all-reduce among its ``c`` processes; each buffer is
     the CSR of ``P_i``: ``nnz(P_i) * (index_bytes + value_bytes) + (rows(P_i) + 1) * index_bytes``
-    (no all-reduce when ``c = 1``). Sampling is row-wise and needs no communication:
+    (no all-reduce when ``c = 1``).
+
+    Two options say how those messages are scheduled; their defaults keep every
+    transfer independent, and the other values are the paper's code (CAGNET, branch
+    ``distributed-sampling``, ``dist_saspgemm15D`` and ``csr_allreduce``):
+
+    ``schedule="overlapped"`` (default)
+        every process sends all its requests as soon as its previous layer is done, so
+        all the fetches of a layer overlap.
+    ``schedule="stepped"`` (GraphSAGE only)
+        the paper's outer loop (section 5.2.1: "our algorithm has P/c^2 steps"): in
+        process column ``j``, step ``s`` has one owner, process ``(t, j)`` for the
+        column's ``s``-th block ``t`` (``t = j, j + c, ...``); every process of the
+        column that needs rows of ``A_t`` sends it their ids, then the owner sends each
+        its rows. A step starts when the column's previous step has ended (CAGNET's
+        gather to the owner is a collective over the column), so the ``P/c^2`` steps are
+        dependent and the owner's outgoing link carries one step at a time.
+    ``row_allreduce="ring"`` (default)
+        the ``c`` partial products are summed by a ring all-reduce of the whole CSR of
+        ``P_i`` (a ``collective`` task).
+    ``row_allreduce="pairwise"`` (``c`` a power of two)
+        ``log2(c)`` rounds of pairwise exchange (recursive halving of the process row's
+        ranks: in round ``r`` process ``j`` swaps with ``j +- c / 2^(r+1)``); each sends
+        the CSR of the sum it holds so far: the row pointers of all ``rows(P_i)`` rows
+        and the nonzeros of the partial products summed so far, which for GraphSAGE are
+        disjoint (a row of ``Q`` has one nonzero, in one process's blocks). Over the
+        rounds a process sends ``(c - 1) / c`` of ``nnz(P_i)`` and ``log2(c)`` row
+        pointers, against the ring's ``2 (c - 1) / c`` of the whole buffer. The sums
+        themselves are not priced (neither are the ring's).
+
+    Sampling is row-wise and needs no communication:
     every process of row ``i`` samples ``P_i`` with the same random stream (so the
     next layer's ``Q_i`` is on all ``c`` of them without a gather). GraphSAGE's
     extraction is local. LADIES' row extraction ``Q_R A_hat`` runs Algorithm 2 again
@@ -54,7 +84,7 @@ multiply-add of the SpGEMM), ``bytes`` (sparse entries read and written), ``edge
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,11 +99,18 @@ from workbench.strategies.sampling.bulk_matrix import BulkMatrixSampler, batch_i
 from workbench.strategies.sampling.ladies import normalized_adjacency
 
 MODES = ("replicated", "partitioned-1.5d")
+# How the 1.5D product's row fetches are ordered: all at once, or in the paper's P/c^2 dependent steps.
+SCHEDULES = ("overlapped", "stepped")
+# How a process row sums its c partial products: a dense ring, or CAGNET's log2(c) pairwise rounds.
+ROW_ALLREDUCES = ("ring", "pairwise")
 
 
 @dataclass
 class BulkSamplingPlan:
-    """The plan, the minibatches it produces, and its communication totals by kind (bytes)."""
+    """The plan, the minibatches it produces, and its communication totals by kind (bytes).
+
+    ``allreduce`` counts, for the ring, each process row's buffer once; for the pairwise
+    rounds, every byte sent (the ring's bytes sent follow from its buffer and ``c``)."""
 
     plan: Plan
     minibatches: list[Minibatch]
@@ -106,12 +143,20 @@ def bulk_sampling_plan(
     devices: Sequence[str] | None = None,
     index_bytes: int = 8,
     value_bytes: int = 4,
+    schedule: str = "overlapped",
+    row_allreduce: str = "ring",
 ) -> BulkSamplingPlan:
     """Sample ``batches`` in bulk and build the plan of ``mode`` on ``devices`` (default: every GPU of ``cluster``)."""
     who = "bulk_sampling_plan"
     if not isinstance(sampler, BulkMatrixSampler):
         raise ConfigError(f"{who}: sampler must be a bulk-matrix sampler, got {type(sampler).__name__}")
     devs = _check_layout(who, cluster, devices, mode, replication, index_bytes, value_bytes)
+    _check_schedule(who, mode, replication, schedule, row_allreduce)
+    if schedule == "stepped" and sampler.algorithm != "graphsage":
+        raise ConfigError(
+            f"{who}: schedule='stepped' is planned for GraphSAGE only (LADIES' row extraction runs "
+            "Algorithm 2 inside each process row); use schedule='overlapped'"
+        )
     checked = [check_seeds(graph, b) for b in batches]
     if not checked:
         raise ConfigError(f"{who}: no batches to sample")
@@ -126,6 +171,8 @@ def bulk_sampling_plan(
         replication,
         index_bytes,
         value_bytes,
+        schedule,
+        row_allreduce,
     )
     builder.build()
     return BulkSamplingPlan(builder.plan, minibatches, builder.bytes_by_kind)
@@ -141,6 +188,8 @@ def sampled_bulk_plan(
     devices: Sequence[str] | None = None,
     index_bytes: int = 8,
     value_bytes: int = 4,
+    schedule: str = "overlapped",
+    row_allreduce: str = "ring",
 ) -> BulkSamplingPlan:
     """The plan of GraphSAGE bulk sampling that produces ``minibatches``, sampled already (a cached epoch).
 
@@ -149,6 +198,7 @@ def sampled_bulk_plan(
     """
     who = "sampled_bulk_plan"
     devs = _check_layout(who, cluster, devices, mode, replication, index_bytes, value_bytes)
+    _check_schedule(who, mode, replication, schedule, row_allreduce)
     mbs = list(minibatches)
     if not mbs:
         raise ConfigError(f"{who}: no minibatches")
@@ -157,7 +207,19 @@ def sampled_bulk_plan(
             f"{who}: the minibatches have weighted blocks (a layer-wise sampler such as LADIES); "
             "this plans node-wise (GraphSAGE) minibatches: sample LADIES through bulk_sampling_plan"
         )
-    builder = _PlanBuilder(graph, mbs, "graphsage", None, devs, mode, replication, index_bytes, value_bytes)
+    builder = _PlanBuilder(
+        graph,
+        mbs,
+        "graphsage",
+        None,
+        devs,
+        mode,
+        replication,
+        index_bytes,
+        value_bytes,
+        schedule,
+        row_allreduce,
+    )
     builder.build()
     return BulkSamplingPlan(builder.plan, mbs, builder.bytes_by_kind)
 
@@ -196,6 +258,21 @@ def _check_layout(
     return devs
 
 
+def _check_schedule(who: str, mode: str, replication: int, schedule: str, row_allreduce: str) -> None:
+    """The schedule and the row all-reduce are known; pairwise rounds need c a power of two."""
+    if schedule not in SCHEDULES:
+        raise ConfigError(f"{who}: unknown schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}")
+    if row_allreduce not in ROW_ALLREDUCES:
+        raise ConfigError(
+            f"{who}: unknown row_allreduce {row_allreduce!r}; allowed: {', '.join(ROW_ALLREDUCES)}"
+        )
+    if mode == "partitioned-1.5d" and row_allreduce == "pairwise" and replication & (replication - 1):
+        raise ConfigError(
+            f"{who}: row_allreduce='pairwise' halves the process row each round and needs c a power "
+            f"of two, got c={replication}"
+        )
+
+
 class _PlanBuilder:
     def __init__(
         self,
@@ -208,6 +285,8 @@ class _PlanBuilder:
         replication: int,
         index_bytes: int,
         value_bytes: int,
+        schedule: str = "overlapped",
+        row_allreduce: str = "ring",
     ) -> None:
         self.graph = graph
         self.mbs = minibatches
@@ -219,6 +298,9 @@ class _PlanBuilder:
         self.rows = len(devices) // self.c if mode == "partitioned-1.5d" else len(devices)
         self.ib = index_bytes
         self.vb = value_bytes
+        partitioned = mode == "partitioned-1.5d"
+        self.stepped = partitioned and schedule == "stepped"
+        self.pairwise = partitioned and row_allreduce == "pairwise"
         self.bytes_by_kind: dict[str, int] = {"request": 0, "rows": 0, "allreduce": 0}
         self.plan = Plan(
             name=f"bulk-{algorithm}-{mode}",
@@ -231,6 +313,8 @@ class _PlanBuilder:
                 "batches": len(minibatches),
                 "index_bytes": index_bytes,
                 "value_bytes": value_bytes,
+                "schedule": schedule,
+                "row_allreduce": row_allreduce,
                 "source": "paper 004, section 5",
             },
         )
@@ -272,11 +356,14 @@ class _PlanBuilder:
         self, step: int, layer: int, previous: dict[tuple[int, int], str]
     ) -> dict[tuple[int, int], str]:
         done: dict[tuple[int, int], str] = {}
-        for i in range(self.rows):
-            mine = [b for b in range(len(self.mbs)) if self.batch_row[b] == i]
-            if not mine:
-                continue
-            dsts = [self.mbs[b].blocks[layer].dst_nodes for b in mine]
+        mine_of = {i: [b for b in range(len(self.mbs)) if self.batch_row[b] == i] for i in range(self.rows)}
+        mine_of = {i: mine for i, mine in mine_of.items() if mine}
+        dsts_of = {i: [self.mbs[b].blocks[layer].dst_nodes for b in mine] for i, mine in mine_of.items()}
+        # The paper's steps span process rows (one owner serves its whole column), so they are
+        # laid out for every row first; the overlapped fetches are added row by row below.
+        fetched = self.stepped_fetches(step, "P", dsts_of, previous) if self.stepped else None
+        for i, mine in mine_of.items():
+            dsts = dsts_of[i]
             blocks = [self.mbs[b].blocks[layer] for b in mine]
             # Q_i: GraphSAGE one row per destination vertex, LADIES one row per batch.
             q_rows = len(mine) if self.ladies else int(sum(d.shape[0] for d in dsts))
@@ -289,7 +376,7 @@ class _PlanBuilder:
                 sampled = int(sum(b.num_edges for b in blocks))
             prefix = f"l{step}.r{i}"
             after_product = self.distributed_product(
-                prefix, "P", i, dsts, q_rows, p_nnz, previous, one_entry_rows=not self.ladies
+                prefix, "P", i, dsts, q_rows, p_nnz, previous, one_entry_rows=not self.ladies, fetched=fetched
             )
             sample_ids = {}
             for j in self.processes(i):
@@ -314,27 +401,87 @@ class _PlanBuilder:
             if self.ladies:
                 done.update(self.ladies_extraction(prefix, i, mine, dsts, blocks, q_nnz, sample_ids))
             else:
-                for j in self.processes(i):
-                    tid = f"{prefix}.p{j}.extract"
-                    edges = int(sum(b.num_edges for b in blocks))
-                    vertices = int(sum(b.num_src for b in blocks))
-                    self.plan.compute(
-                        tid,
-                        self.device(i, j),
-                        "sample",
-                        deps=[sample_ids[j]],
-                        label="extraction: drop empty columns (local ids)",
-                        features={
-                            "edges": float(edges),
-                            "vertices": float(vertices),
-                            "bytes": float(2 * edges * self.ib),
-                        },
-                    )
-                    done[(i, j)] = tid
+                done.update(self.graphsage_extraction(prefix, i, blocks, sample_ids))
+        return done
+
+    def graphsage_extraction(
+        self, prefix: str, i: int, blocks: list, sample_ids: dict[int, str]
+    ) -> dict[tuple[int, int], str]:
+        done: dict[tuple[int, int], str] = {}
+        edges = int(sum(b.num_edges for b in blocks))
+        vertices = int(sum(b.num_src for b in blocks))
+        for j in self.processes(i):
+            tid = f"{prefix}.p{j}.extract"
+            self.plan.compute(
+                tid,
+                self.device(i, j),
+                "sample",
+                deps=[sample_ids[j]],
+                label="extraction: drop empty columns (local ids)",
+                features={
+                    "edges": float(edges),
+                    "vertices": float(vertices),
+                    "bytes": float(2 * edges * self.ib),
+                },
+            )
+            done[(i, j)] = tid
         return done
 
     def processes(self, i: int) -> range:
         return range(self.c)
+
+    def column_blocks(self, i: int, j: int) -> list[int]:
+        """Column blocks ``t`` process ``(i, j)`` multiplies: ``t = j, j + c, ...`` (replicated: its own)."""
+        if self.mode == "partitioned-1.5d":
+            return [t for t in range(self.rows) if t % self.c == j]
+        return [i]
+
+    def rows_needed(self, dsts: list[np.ndarray]) -> dict[int, np.ndarray]:
+        """Per column block ``t``, the distinct column ids of ``Q_i`` in it: the rows of ``A_t`` needed."""
+        columns = np.unique(np.concatenate(dsts)) if dsts else np.empty(0, dtype=np.int64)
+        block_of_col = np.searchsorted(self.bounds, columns, side="right") - 1
+        return {int(t): columns[block_of_col == t] for t in np.unique(block_of_col)}
+
+    def fetch_rows(
+        self, prefix: str, what: str, i: int, j: int, t: int, need: np.ndarray, deps: list[str]
+    ) -> str:
+        """Process ``(i, j)`` asks ``(t, j)`` for rows ``need`` of ``A_t`` and gets them; returns the reply's id."""
+        dev, owner = self.device(i, j), self.device(t, j)
+        request = int(need.shape[0]) * self.ib
+        reply = int(self.row_nnz[need].sum()) * (self.ib + self.vb) + int(need.shape[0]) * self.ib
+        rid = f"{prefix}.{what}.p{j}.t{t}.request"
+        self.plan.transfer(
+            rid, dev, owner, request, "sample", deps=deps, carries="indices",
+            label=f"column ids of Q_{i},{t} (rows of A_{t} needed)", items=int(need.shape[0]),
+        )  # fmt: skip
+        did = f"{prefix}.{what}.p{j}.t{t}.rows"
+        self.plan.transfer(
+            did, owner, dev, reply, "sample", deps=[rid], carries="adjacency",
+            label=f"rows of A_{t}", items=int(need.shape[0]),
+        )  # fmt: skip
+        self.bytes_by_kind["request"] += request
+        self.bytes_by_kind["rows"] += reply
+        return did
+
+    def stepped_fetches(
+        self, step: int, what: str, dsts_of: dict[int, list[np.ndarray]], previous: dict[tuple[int, int], str]
+    ) -> dict[tuple[int, int], list[str]]:
+        """The paper's P/c^2 dependent steps per process column; per process, the rows it fetched."""
+        needs = {i: self.rows_needed(dsts) for i, dsts in dsts_of.items()}
+        fetched: dict[tuple[int, int], list[str]] = {(i, j): [] for i in needs for j in range(self.c)}
+        for j in range(self.c):
+            # The column's first step waits for all its processes (a collective over the column).
+            barrier = [previous[(i, j)] for i in needs if (i, j) in previous]
+            for t in self.column_blocks(0, j):
+                stage = []
+                for i, need in needs.items():
+                    if i == t or t not in need or need[t].size == 0:
+                        continue
+                    did = self.fetch_rows(f"l{step}.r{i}", what, i, j, t, need[t], barrier)
+                    fetched[(i, j)].append(did)
+                    stage.append(did)
+                barrier = stage or barrier
+        return fetched
 
     def probability_nnz(self, dsts: list[np.ndarray]) -> int:
         """nnz of ``P_i = Q_i A``: GraphSAGE's rows are A's rows; LADIES' rows the batches' neighborhoods."""
@@ -353,53 +500,40 @@ class _PlanBuilder:
         previous: dict[tuple[int, int], str],
         *,
         one_entry_rows: bool,
+        fetched: dict[tuple[int, int], list[str]] | None = None,
     ) -> dict[int, list[str]]:
         """Tasks of ``Q_i @ right`` on process row ``i``; per process, the ids the next step waits for.
 
         ``one_entry_rows``: ``Q`` selects rows (GraphSAGE's ``Q``, LADIES' ``Q_R``), so a
         partial product has one entry per multiply-add; otherwise (LADIES' ``Q``, whose
         rows sum several rows of the right operand) its nnz comes from the product itself.
+        ``fetched``: the row fetches laid out already (the stepped schedule), else they are
+        added here, each as soon as the process's previous layer is done.
         """
-        columns = np.unique(np.concatenate(dsts)) if dsts else np.empty(0, dtype=np.int64)
         all_q = np.concatenate(dsts) if dsts else np.empty(0, dtype=np.int64)
-        block_of_col = np.searchsorted(self.bounds, columns, side="right") - 1
         block_of_q = np.searchsorted(self.bounds, all_q, side="right") - 1
+        needs = self.rows_needed(dsts) if self.mode == "partitioned-1.5d" and fetched is None else {}
         partial_ids: dict[int, str] = {}
+        partial_entries: dict[int, int] = {}
         for j in self.processes(i):
             dev = self.device(i, j)
             deps_prev = [previous[(i, j)]] if (i, j) in previous else []
-            # Column blocks t handled by process j: t = j, j + c, ... (all of them when c = 1).
-            mine_t = (
-                [t for t in range(self.rows) if t % self.c == j] if self.mode == "partitioned-1.5d" else [i]
+            mine_t = self.column_blocks(i, j)
+            in_mine = (
+                np.isin(block_of_q, mine_t)
+                if self.mode == "partitioned-1.5d"
+                else np.ones(all_q.shape[0], bool)
             )
-            fetched: list[str] = []
-            mult_adds = 0
-            q_part = 0
-            for t in mine_t:
-                need = columns[block_of_col == t] if self.mode == "partitioned-1.5d" else columns
-                in_block = (
-                    block_of_q == t if self.mode == "partitioned-1.5d" else np.ones(all_q.shape[0], bool)
-                )
-                q_part += int(np.count_nonzero(in_block))
-                mult_adds += int(self.row_nnz[all_q[in_block]].sum())
-                if self.mode == "replicated" or t == i or need.size == 0:
-                    continue
-                owner = self.device(t, j)
-                request = int(need.shape[0]) * self.ib
-                reply = int(self.row_nnz[need].sum()) * (self.ib + self.vb) + int(need.shape[0]) * self.ib
-                rid = f"{prefix}.{what}.p{j}.t{t}.request"
-                self.plan.transfer(
-                    rid, dev, owner, request, "sample", deps=deps_prev, carries="indices",
-                    label=f"column ids of Q_{i},{t} (rows of A_{t} needed)", items=int(need.shape[0]),
-                )  # fmt: skip
-                did = f"{prefix}.{what}.p{j}.t{t}.rows"
-                self.plan.transfer(
-                    did, owner, dev, reply, "sample", deps=[rid], carries="adjacency",
-                    label=f"rows of A_{t}", items=int(need.shape[0]),
-                )  # fmt: skip
-                self.bytes_by_kind["request"] += request
-                self.bytes_by_kind["rows"] += reply
-                fetched.append(did)
+            q_part = int(np.count_nonzero(in_mine))
+            mult_adds = int(self.row_nnz[all_q[in_mine]].sum())
+            if fetched is not None:
+                rows_in = fetched[(i, j)]
+            else:
+                rows_in = [
+                    self.fetch_rows(prefix, what, i, j, t, needs[t], deps_prev)
+                    for t in mine_t
+                    if t != i and t in needs and needs[t].size
+                ]
             pid = f"{prefix}.{what}.p{j}.spgemm"
             if one_entry_rows:
                 partial_nnz = mult_adds
@@ -408,7 +542,7 @@ class _PlanBuilder:
             else:
                 partial_nnz = self.partial_nnz(dsts, mine_t)
             self.plan.compute(
-                pid, dev, "sample", deps=deps_prev + fetched, label=f"SpGEMM {what}_{i} partial",
+                pid, dev, "sample", deps=deps_prev + rows_in, label=f"SpGEMM {what}_{i} partial",
                 features={
                     "flops": float(2 * mult_adds), "rows": float(q_rows), "nnz_q": float(q_part),
                     "nnz": float(partial_nnz), "vertices": float(q_rows),
@@ -417,8 +551,18 @@ class _PlanBuilder:
                 memory=csr_bytes(q_rows, partial_nnz, self.ib, self.vb),
             )  # fmt: skip
             partial_ids[j] = pid
+            partial_entries[j] = mult_adds
         if self.c == 1:
             return {j: [partial_ids[j]] for j in partial_ids}
+        if self.pairwise:
+
+            def held_nnz(held: frozenset[int]) -> int:
+                """nnz of the sum of the partial products of the processes in ``held``."""
+                if one_entry_rows:  # a row of Q has one nonzero, in one process's blocks: rows disjoint
+                    return sum(partial_entries[j] for j in held)
+                return self.partial_nnz(dsts, [t for j in held for t in self.column_blocks(i, j)])
+
+            return self.pairwise_allreduce(f"{prefix}.{what}", i, partial_ids, q_rows, held_nnz, what)
         aid = f"{prefix}.{what}.allreduce"
         nbytes = csr_bytes(q_rows, out_nnz, self.ib, self.vb)
         self.plan.collective(
@@ -428,6 +572,38 @@ class _PlanBuilder:
         )  # fmt: skip
         self.bytes_by_kind["allreduce"] += nbytes
         return {j: [aid] for j in partial_ids}
+
+    def pairwise_allreduce(
+        self,
+        prefix: str,
+        i: int,
+        partial_ids: dict[int, str],
+        q_rows: int,
+        held_nnz: Callable[[frozenset[int]], int],
+        what: str,
+    ) -> dict[int, list[str]]:
+        """CAGNET's sparse all-reduce of process row ``i``: log2(c) rounds of pairwise CSR exchange."""
+        held = {j: frozenset([j]) for j in partial_ids}
+        last = {j: [partial_ids[j]] for j in partial_ids}
+        group = self.c
+        for r in range(self.c.bit_length() - 1):
+            half = group // 2
+            partner = {j: j + half if j % group < half else j - half for j in held}
+            sent = {}
+            for j in held:
+                nbytes = csr_bytes(q_rows, held_nnz(held[j]), self.ib, self.vb)
+                tid = f"{prefix}.allreduce.r{r}.p{j}"
+                self.plan.transfer(
+                    tid, self.device(i, j), self.device(i, partner[j]), nbytes, "sample", deps=last[j],
+                    carries="probabilities" if what == "P" else "adjacency",
+                    label=f"round {r}: the sum of {len(held[j])} partial {what}_{i}",
+                )  # fmt: skip
+                self.bytes_by_kind["allreduce"] += nbytes
+                sent[j] = tid
+            last = {j: [sent[j], sent[partner[j]]] for j in held}
+            held = {j: held[j] | held[partner[j]] for j in held}
+            group = half
+        return last
 
     def partial_nnz(self, dsts: list[np.ndarray], blocks: list[int]) -> int:
         q = batch_indicator_matrix(dsts, self.graph.num_nodes).tocsc()
