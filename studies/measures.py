@@ -202,7 +202,15 @@ def measure_fidelity(point: Any) -> dict[str, Any]:
     }
 
 
+def measure_bulk_sampling_step(point: Any) -> dict[str, Any]:
+    """``sim`` plus the first bulk sampling step's critical path and bytes (paper 004's study)."""
+    from studies.study_bulk_sampling import measure_sampling_step
+
+    return measure_sampling_step(point)
+
+
 MEASURES: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "bulk-sampling-step": measure_bulk_sampling_step,
     "fidelity": measure_fidelity,
     "micrograph-locality": measure_micrograph_locality,
     "bulk-sample-time": measure_bulk_sample_time,
