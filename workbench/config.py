@@ -148,8 +148,9 @@ class TrainingConfig:
     def validate(self, where: str) -> None:
         from workbench.model import OPTIMIZER_STATES
 
-        if self.batch_size < 1 or self.epochs < 1:
-            raise ConfigError(f"{where}: batch_size and epochs must be >= 1")
+        for attr in ("batch_size", "epochs"):
+            if getattr(self, attr) < 1:
+                raise ConfigError(f"{where}.{attr} must be >= 1, got {getattr(self, attr)}")
         if self.iterations is not None and self.iterations < 1:
             raise ConfigError(f"{where}.iterations must be >= 1, got {self.iterations}")
         if not self.learning_rate > 0:
