@@ -63,13 +63,18 @@ QUANTITIES = {
     "share": "busy seconds of `phases` over the busy seconds of every phase, both summed over workers",
     "bytes": "bytes per epoch that `phases` move, summed over workers",
     "speedup": "the epoch time of `baseline` (another setting) over this setting's",
+    "phase_ratio": "busy seconds of `phases` in `baseline` (another setting) over this setting's",
 }
-NEEDS_PHASES = ("phase_s", "share", "bytes")
+NEEDS_PHASES = ("phase_s", "share", "bytes", "phase_ratio")
+NEEDS_BASELINE = ("speedup", "phase_ratio")
 PARAMETER_FORMS = (
     "cost.<phase>.<device model>.<coefficient>: a cost-model coefficient of one phase on one device model "
-    "('cpu' for the host, a GPU model such as 'A100-40GB', or 'default')",
+    "('cpu' for the host, a GPU model such as 'A100-40GB', or 'default'); coefficient 'scale' multiplies "
+    "all of them (the phase's speed, whatever its features)",
     "link.<kind>.bandwidth or link.<kind>.latency: every link of that kind (bytes/s, s)",
     "transfer_overhead.<phase>: the fixed seconds before each transfer of that phase moves a byte",
+    "phases or link kinds joined by '+' (cost.forward+backward.P100.scale, link.pcie+pcie-uplink.bandwidth) "
+    "share one value: one thing the figures can identify where they cannot tell its parts apart",
 )
 # A number read off a paper's figure or text carries about this much relative error: the
 # tolerance of a figure given as one value (log scale).
@@ -137,7 +142,12 @@ class Parameter:
 
     name: str
     family: str
-    parts: tuple[str, ...]
+    parts: tuple[str, ...]  # the name's parts after the family; the first may join several by '+'
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The phases (cost, transfer_overhead) or link kinds (link) that share this value."""
+        return tuple(self.parts[0].split("+"))
 
 
 @dataclass
@@ -205,12 +215,12 @@ def load_published(path: str | Path, *, require_fit: bool = True) -> PublishedFi
         if name not in {q.name for q in parameters}:
             raise ConfigError(f"{src}: fit.start.{name}: not one of fit.parameters")
     if require_fit:
-        if not parameters:
-            raise ConfigError(f"{src}: [fit] parameters is empty: name the testbed parameters to fit")
         if not any(f.fitted for f in figures):
             raise ConfigError(
                 f"{src}: no non-headline figure to fit (every figure is a headline, held out or not used)"
             )
+        if not parameters:
+            raise ConfigError(f"{src}: [fit] parameters is empty: name the testbed parameters to fit")
     notes = [
         validate.string(n, f"{src}: notes") for n in validate.array(data.get("notes", []), f"{src}: notes")
     ]
@@ -307,7 +317,7 @@ def _figure(item: Any, index: int, settings: dict[str, dict[str, Any]], where: s
                 raise ConfigError(f"{where}.phases: unknown phase {phase!r}; allowed: {', '.join(PHASES)}")
         if quantity in NEEDS_PHASES and not phases:
             raise ConfigError(f"{where}: quantity {quantity!r} needs phases = [...]")
-        if quantity == "speedup":
+        if quantity in NEEDS_BASELINE:
             _check_setting(baseline, settings, f"{where}.baseline")
         if quantity == "share" and value[1] > 1:
             raise ConfigError(f"{where}.value: a share is at most 1, got {value[1]!r}")
@@ -371,10 +381,12 @@ def parse_parameter(name: Any, where: str) -> Parameter:
     name = validate.string(name, where, nonempty=True)
     parts = tuple(name.split("."))
     family = parts[0]
+    joined = parts[1].split("+") if len(parts) > 1 else []
+    phases = bool(joined) and all(x in PHASES for x in joined)
     ok = (
-        (family == "cost" and len(parts) == 4 and parts[1] in PHASES and parts[3] in COEFFICIENT_FIELDS)
-        or (family == "link" and len(parts) == 3 and parts[2] in ("bandwidth", "latency"))
-        or (family == "transfer_overhead" and len(parts) == 2 and parts[1] in PHASES)
+        (family == "cost" and len(parts) == 4 and phases and parts[3] in (*COEFFICIENT_FIELDS, "scale"))
+        or (family == "link" and len(parts) == 3 and all(joined) and parts[2] in ("bandwidth", "latency"))
+        or (family == "transfer_overhead" and len(parts) == 2 and phases)
     )
     if not ok:
         raise ConfigError(f"{where}: no parameter {name!r}; the forms are: " + "; ".join(PARAMETER_FORMS))

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from sim.calibrate.costmodel import PhaseCostModel
-from sim.calibrate.published import Figure, Parameter, PublishedFigures
-from sim.costmodel import LinearCostModel
+from sim.calibrate.published import NEEDS_BASELINE, Figure, Parameter, PublishedFigures
+from sim.costmodel import LinearCoefficients, LinearCostModel
 from workbench.errors import ConfigError
 from workbench.hardware.spec import ClusterSpec
 
@@ -91,7 +91,7 @@ def prepare_settings(
     names = []
     for f in pub.figures:
         if f.use:
-            names += [f.setting] + ([f.baseline] if f.quantity == "speedup" else [])
+            names += [f.setting] + ([f.baseline] if f.quantity in NEEDS_BASELINE else [])
     out = {}
     for name in dict.fromkeys(names):
         if progress:
@@ -122,20 +122,22 @@ def start_values(pub: PublishedFigures, settings: dict[str, Setting]) -> dict[st
 
 def _testbed_value(p: Parameter, clusters: list[ClusterSpec], base: LinearCostModel, where: str) -> float:
     if p.family == "cost":
-        phase, model, coefficient = p.parts
+        _, model, coefficient = p.parts
         models = {"cpu", "default"} | {g.model for c in clusters for m in c.machines for g in m.gpus}
         if model not in models:
             raise ConfigError(
                 f"{where}: no device model {model!r} in the settings; allowed: {', '.join(sorted(models))}"
             )
-        return float(getattr(base.coefficients_for(model), coefficient))
+        return 1.0 if coefficient == "scale" else float(getattr(base.coefficients_for(model), coefficient))
     if p.family == "link":
-        kind, what = p.parts
-        links = [link for c in clusters for link in c.links if link.kind == kind]
-        if not links:
-            kinds = sorted({link.kind for c in clusters for link in c.links})
-            raise ConfigError(f"{where}: no link of kind {kind!r} in the settings; kinds: {', '.join(kinds)}")
-        return float(getattr(links[0], what))
+        kinds = {link.kind for c in clusters for link in c.links}
+        missing = [k for k in p.targets if k not in kinds]
+        if missing:
+            raise ConfigError(
+                f"{where}: no link of kind {missing[0]!r} in the settings; kinds: {', '.join(sorted(kinds))}"
+            )
+        first = next(link for c in clusters for link in c.links if link.kind in p.targets)
+        return float(getattr(first, p.parts[1]))
     return 0.0  # transfer_overhead: none unless a profile says so
 
 
@@ -145,12 +147,21 @@ def cost_model_for(pub: PublishedFigures, values: dict[str, float]) -> PhaseCost
     phases: dict[str, dict[str, Any]] = {}
     overhead: dict[str, float] = {}
     for p in pub.parameters:
-        if p.family == "cost":
-            phase, model, coefficient = p.parts
-            current = phases.setdefault(phase, {}).get(model, base.coefficients_for(model))
-            phases[phase][model] = dataclasses.replace(current, **{coefficient: values[p.name]})
+        if p.family == "cost" and p.parts[2] != "scale":
+            for phase in p.targets:
+                model, coefficient = p.parts[1], p.parts[2]
+                current = phases.setdefault(phase, {}).get(model, base.coefficients_for(model))
+                phases[phase][model] = dataclasses.replace(current, **{coefficient: values[p.name]})
         elif p.family == "transfer_overhead":
-            overhead[p.parts[0]] = values[p.name]
+            for phase in p.targets:
+                overhead[phase] = values[p.name]
+    for p in pub.parameters:  # a scale multiplies the coefficients, fitted ones included
+        if p.family == "cost" and p.parts[2] == "scale":
+            for phase in p.targets:
+                model = p.parts[1]
+                current = phases.setdefault(phase, {}).get(model, base.coefficients_for(model))
+                scaled = (values[p.name] * x for x in dataclasses.astuple(current))
+                phases[phase][model] = LinearCoefficients(*scaled)
     provenance = f"gnnwb calibrate --published {pub.path.name}; fallback: sim/costmodel.py defaults"
     return PhaseCostModel(base.coefficients, provenance, overhead, phases=phases)
 
@@ -162,7 +173,8 @@ def cluster_for(
     scale: dict[tuple[str, str], float] = {}
     for p in pub.parameters:
         if p.family == "link":
-            scale[(p.parts[0], p.parts[1])] = values[p.name] / start[p.name]
+            for kind in p.targets:
+                scale[(kind, p.parts[1])] = values[p.name] / start[p.name]
     if not scale:
         return cluster
     links = tuple(
@@ -212,6 +224,9 @@ def figure_value(f: Figure, metrics: dict[str, Metrics]) -> float:
         return sum(m.busy.get(p, 0.0) for p in f.phases) / total if total > 0 else math.nan
     if f.quantity == "bytes":
         return sum(m.bytes.get(p, 0.0) for p in f.phases)
+    if f.quantity == "phase_ratio":
+        own = sum(m.busy.get(p, 0.0) for p in f.phases)
+        return sum(metrics[f.baseline].busy.get(p, 0.0) for p in f.phases) / own if own > 0 else math.nan
     return metrics[f.baseline].epoch_s / m.epoch_s  # speedup
 
 
@@ -275,7 +290,9 @@ class Evaluator:
 def fit_published(
     pub: PublishedFigures, progress: Callable[[str], None] | None = None, max_evaluations: int = 60
 ) -> FitResult:
-    """Fit ``pub``'s parameters to its fitted figures; simulate every used figure with the result."""
+    """Fit ``pub``'s parameters to its fitted figures; simulate every used figure with the result.
+    With nothing to fit (a file read with ``require_fit=False`` that names no parameter or no
+    non-headline figure) every used figure is simulated on the testbed as it is."""
     from scipy.optimize import least_squares
 
     t0 = time.perf_counter()
@@ -285,6 +302,19 @@ def fit_published(
     if progress:
         progress(f"fitting {len(pub.parameters)} parameter(s) to {len(pub.fitted())} figure(s)")
     n = len(pub.parameters)
+    if n == 0 or not pub.fitted():  # nothing to fit: the testbed as it is
+        rows = figure_rows(pub, evaluator.metrics(np.zeros(n)))
+        why = "no parameter named" if n == 0 else "no non-headline figure to fit"
+        return FitResult(
+            pub,
+            start,
+            dict(start),
+            rows,
+            math.nan,
+            evaluator.count,
+            time.perf_counter() - t0,
+            f"not fitted: {why}",
+        )
     result = least_squares(
         evaluator.residuals,
         np.zeros(n),
@@ -329,7 +359,7 @@ def figure_rows(pub: PublishedFigures, metrics: dict[str, Metrics]) -> list[dict
             else "not used",
             "source": f.source,
             "quantity": f.quantity + (f" ({'+'.join(f.phases)})" if f.phases else ""),
-            "setting": f.setting + (f" vs {f.baseline}" if f.quantity == "speedup" else ""),
+            "setting": f.setting + (f" vs {f.baseline}" if f.quantity in NEEDS_BASELINE else ""),
             "paper": f.value_text(),
             "low": f.value[0],
             "high": f.value[1],
@@ -362,7 +392,7 @@ def published_profile(result: FitResult, command: str | None = None) -> Any:
     testbed = load_hardware(pub.hardware, machines=pub.machines)
     cluster = cluster_for(testbed, pub, result.values, result.start)
     costs = cost_model_for(pub, result.values)
-    fitted_kinds = {(p.parts[0], p.parts[1]) for p in pub.parameters if p.family == "link"}
+    fitted_kinds = {(kind, p.parts[1]) for p in pub.parameters if p.family == "link" for kind in p.targets}
     flags = [
         ((link.kind, "bandwidth") in fitted_kinds, (link.kind, "latency") in fitted_kinds)
         for link in cluster.links
@@ -394,21 +424,22 @@ def published_profile(result: FitResult, command: str | None = None) -> Any:
 
 
 def _links_table(pub: PublishedFigures, cluster: ClusterSpec, result: FitResult) -> dict[str, Any]:
-    """Per fitted link kind what ``[hardware] profile`` applies (workbench.run.apply_profile): an absolute
-    bandwidth or latency where every link of the kind has one value, else the scale."""
+    """Per fitted link kind what ``[hardware] profile`` applies (workbench.run.apply_profile): the scale
+    of a bandwidth, and its absolute value where every link of the kind has one; a latency as a value
+    (the kind's first link's, where they differ: apply_profile takes no latency scale)."""
     out: dict[str, Any] = {}
     for p in pub.parameters:
         if p.family != "link":
             continue
-        kind, what = p.parts
-        entry = out.setdefault(kind, {"bandwidth_fitted": False, "latency_fitted": False})
-        entry[f"{what}_fitted"] = True
-        values = {getattr(link, what) for link in cluster.links if link.kind == kind}
-        scale = result.values[p.name] / result.start[p.name]
-        if len(values) == 1 or what == "latency":
-            entry[what] = float(result.values[p.name])
-        if what == "bandwidth":
-            entry["bandwidth_scale"] = scale
+        what = p.parts[1]
+        for kind in p.targets:
+            entry = out.setdefault(kind, {"bandwidth_fitted": False, "latency_fitted": False})
+            entry[f"{what}_fitted"] = True
+            values = [getattr(link, what) for link in cluster.links if link.kind == kind]
+            if len(set(values)) == 1 or what == "latency":
+                entry[what] = float(values[0])
+            if what == "bandwidth":
+                entry["bandwidth_scale"] = result.values[p.name] / result.start[p.name]
     return out
 
 

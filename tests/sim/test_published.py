@@ -260,3 +260,33 @@ source = "Fig. 10"
     rows = {r["id"]: r for r in with_headline.rows}
     assert rows["headline"]["role"] == "headline" and rows["headline"]["ratio"] < 0.01
     assert rows["held"]["role"] == "held out" and rows["held"]["workbench"] < 50
+
+
+def test_joined_parameters_share_one_value(tmp_path):
+    """'+' joins phases or link kinds under one value: a scale of 2 doubles both phases' coefficients
+    (the default GPU's 5 us intercept becomes 10 us), a bandwidth scale both kinds' links."""
+    from sim.calibrate.published_fit import cluster_for, cost_model_for
+    from workbench.hardware import load_hardware
+
+    text = (
+        SETTING
+        + FIGURE
+        + '\n[fit]\nparameters = ["cost.forward+backward.default.scale", "link.pcie+network.bandwidth"]\n'
+    )
+    pub = load_published(write(tmp_path, text))
+    costs = cost_model_for(
+        pub, {"cost.forward+backward.default.scale": 2.0, "link.pcie+network.bandwidth": 1.0}
+    )
+    for phase in ("forward", "backward"):
+        assert costs.phases[phase]["default"].intercept == pytest.approx(10e-6)
+        assert costs.phases[phase]["default"].per_flop == pytest.approx(4.0)
+    cluster = load_hardware("hopgnn-4xa100-10gbe", machines=2)
+    start = {"cost.forward+backward.default.scale": 1.0, "link.pcie+network.bandwidth": 1.25e9}
+    faster = cluster_for(cluster, pub, {**start, "link.pcie+network.bandwidth": 2.5e9}, start)
+    for old, new in zip(cluster.links, faster.links, strict=True):
+        assert new.bandwidth == pytest.approx(old.bandwidth * (2 if old.kind in ("pcie", "network") else 1))
+    refused(
+        tmp_path,
+        SETTING + FIGURE + '\n[fit]\nparameters = ["cost.forward+nope.default.scale"]\n',
+        "fit.parameters[0]",
+    )
