@@ -2,7 +2,7 @@
 
 Not a timed test; a script that prints figures::
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_sim.py [--tasks 100000] [--allreduce-every 1]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_sim.py [--tasks 100000] [--allreduce-every 1] [--runs 3]
 
 The plan is data-parallel training on ``neugraph-8xp100-pcie`` (two levels of PCIe
 switches, so feature copies from host share switch uplinks): per iteration and GPU,
@@ -45,9 +45,12 @@ from __future__ import annotations
 import argparse
 import time
 
+from machine import Machine, add_runs_option
+
 from sim import simulate
 from workbench.hardware import load_hardware
-from workbench.plan import Plan
+from workbench.hardware.spec import ClusterSpec
+from workbench.plan import CheckedPlan, Plan
 
 
 def build_plan(target_tasks: int, gpus: list[str], allreduce_every: int, layers: int = 3) -> Plan:
@@ -92,34 +95,91 @@ def build_plan(target_tasks: int, gpus: list[str], allreduce_every: int, layers:
     return plan
 
 
+def simulate_timed(plan: Plan | CheckedPlan, cluster: ClusterSpec, seed: int) -> dict[str, float]:
+    """One simulate() call: its wall time and stages (validate, setup, execute, trace table)."""
+    t0 = time.perf_counter()
+    result = simulate(plan, cluster, run_id="bench", seed=seed)
+    total = time.perf_counter() - t0
+    st = result.stats
+    return {
+        "total": total,
+        "validate": st["validate_s"],
+        "setup": st["setup_s"],
+        "execute": st["execute_s"],
+        "trace": total - st["wall_s"],
+        "events": st["events"],
+        "rebalances": st["rebalances"],
+        "rows": len(result.trace),
+        "makespan": result.makespan,
+    }
+
+
+def describe(label: str, tasks: int, t: dict[str, float]) -> str:
+    return (
+        f"{label}: simulate() wall {t['total']:.3f} s = validate {t['validate']:.3f} s + setup {t['setup']:.3f} s "
+        f"+ execute {t['execute']:.3f} s + trace table {t['trace']:.3f} s; {tasks / t['total']:,.0f} tasks/s "
+        f"end to end, {tasks / t['execute']:,.0f} executing: ratio {t['execute'] / t['total']:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--allreduce-every", type=int, default=1, help="iterations between all-reduces")
     parser.add_argument("--hardware", default="neugraph-8xp100-pcie")
-    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--again", type=int, default=2, help="simulations of the checked plan after the first"
+    )
+    add_runs_option(parser)
     args = parser.parse_args()
 
+    machine = Machine.now()
     cluster = load_hardware(args.hardware)
-    t0 = time.perf_counter()
-    plan = build_plan(args.tasks, cluster.gpu_nodes(), args.allreduce_every)
-    build_s = time.perf_counter() - t0
-    kinds = {k: sum(t.kind == k for t in plan.tasks) for k in ("transfer", "compute", "collective")}
-    print(f"plan: {len(plan.tasks):,} tasks ({kinds}) on {cluster.name}; built in {build_s:.2f} s")
-    for r in range(args.repeat):
+    for run in range(args.runs):
         t0 = time.perf_counter()
-        result = simulate(plan, cluster, run_id="bench")
-        total = time.perf_counter() - t0
-        st = result.stats
+        plan = build_plan(args.tasks, cluster.gpu_nodes(), args.allreduce_every)
+        build_s = time.perf_counter() - t0
+        n = len(plan.tasks)
+        kinds = {k: sum(t.kind == k for t in plan.tasks) for k in ("transfer", "compute", "collective")}
+        print(f"run {run}: plan of {n:,} tasks ({kinds}) on {cluster.name}; built in {build_s:.2f} s")
+        first = simulate_timed(plan, cluster, seed=0)
+        print("  " + describe("first simulation of the plan", n, first))
         print(
-            f"run {r}: simulate() wall {total:.2f} s = Plan.validate {st['validate_s']:.2f} s "
-            f"+ setup {st['setup_s']:.2f} s + execute {st['execute_s']:.2f} s "
-            f"+ trace table {total - st['wall_s']:.2f} s; "
-            f"{len(plan.tasks) / total:,.0f} tasks/s end to end, "
-            f"{len(plan.tasks) / st['execute_s']:,.0f} tasks/s executing; "
-            f"{result.stats['events']:,} events, {result.stats['rebalances']:,} rate recomputations, "
-            f"{len(result.trace):,} trace rows; simulated makespan {result.makespan:.3f} s"
+            f"  {first['events']:,.0f} events, {first['rebalances']:,.0f} rate recomputations, "
+            f"{first['rows']:,.0f} trace rows; simulated makespan {first['makespan']:.3f} s"
         )
+        # The same plan under more seeds (or hardware files): validated once, its
+        # plan-only setup and per-task trace columns derived once, in the snapshot.
+        t0 = time.perf_counter()
+        checked = plan.checked(cluster.memory_nodes())
+        check_s = time.perf_counter() - t0
+        again = [simulate_timed(checked, cluster, seed=1 + k) for k in range(args.again)]
+        for k, t in enumerate(again):
+            print(
+                "  "
+                + describe(f"checked plan, seed {1 + k}", n, t)
+                + (f" (checked in {check_s:.3f} s)" if not k else "")
+            )
+        later = again[-1] if again else first
+        machine.verdict(
+            f"run {run}: first simulation, end to end / executing rate",
+            first["execute"] / first["total"],
+            at_least=0.75,
+        )
+        machine.verdict(
+            f"run {run}: first simulation, tasks/s end to end (/100k)", n / first["total"] / 1e5, at_least=1.0
+        )
+        machine.verdict(
+            f"run {run}: checked plan simulated again, end to end / executing rate",
+            later["execute"] / later["total"],
+            at_least=0.75,
+        )
+        machine.verdict(
+            f"run {run}: checked plan simulated again, tasks/s end to end (/100k)",
+            n / later["total"] / 1e5,
+            at_least=1.0,
+        )
+    machine.finish()
 
 
 if __name__ == "__main__":

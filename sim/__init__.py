@@ -27,8 +27,8 @@ from sim.executor import PlanExecutor, TaskEndHook, paused_gc
 from sim.memory import MemoryTimeline
 from sim.topology import Route, Topology
 from workbench.hardware.spec import ClusterSpec
-from workbench.plan import Plan
-from workbench.trace import build_trace
+from workbench.plan import CheckedPlan, Plan
+from workbench.trace import build_trace, task_table
 
 __all__ = [
     "LinearCoefficients",
@@ -62,7 +62,7 @@ class SimResult:
 
 
 def simulate(
-    plan: Plan,
+    plan: Plan | CheckedPlan,
     cluster: ClusterSpec | str | Path,
     cost_model: LinearCostModel | None = None,
     run_id: str = "sim",
@@ -77,6 +77,8 @@ def simulate(
     some moment (naming it, the moment, the peak and the tensors live then).
     ``jitter``: relative noise on compute durations (lognormal sigma), drawn from ``seed``.
     ``on_task_end(task, ready, start, end)``, when given, is called as each task ends.
+    ``plan`` may be a snapshot (``plan.checked()``): simulated under several hardware files
+    or seeds, it is validated once and its per-task trace columns are built once.
     """
     if not isinstance(cluster, ClusterSpec):
         from workbench.hardware import load_hardware
@@ -87,10 +89,14 @@ def simulate(
         t0 = time.perf_counter()
         times = executor.run(plan, on_task_end)
         wall = time.perf_counter() - t0
-        workers = plan.device_workers(cluster.gpu_nodes(), cluster.host_nodes())
-        trace = build_trace(plan.tasks, times.rows, run_id, "sim", workers, times.fields)
+        checked = times.checked
+        workers = checked.plan.device_workers(cluster.gpu_nodes(), cluster.host_nodes())
+        table = checked.derived.get("trace.table")
+        if table is None:
+            table = checked.derived["trace.table"] = task_table(checked.columns.tasks, checked.columns.fields)
+        trace = build_trace(checked.columns.tasks, times.rows, run_id, "sim", workers, table=table)
     return SimResult(
-        plan.name,
+        checked.name,
         run_id,
         max(times.end, default=0.0),
         trace,

@@ -48,7 +48,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain, repeat
-from operator import attrgetter
 
 import numpy as np
 
@@ -60,7 +59,7 @@ from sim.memory import MemoryTimeline, TaskMemory, check_resident, task_memory
 from sim.resources import Engine, MachineEngines
 from sim.topology import Route, Topology
 from workbench.hardware.spec import ClusterSpec
-from workbench.plan import Plan, Task
+from workbench.plan import CheckedPlan, Plan, Task
 from workbench.trace import TraceRows
 
 TaskEndHook = Callable[[Task, float, float, float], None]  # (task, ready, start, end)
@@ -91,7 +90,7 @@ class RunTimes:
     start: list[float]
     end: list[float]
     rows: TraceRows  # one per task, one per device for a collective, in the order tasks ended
-    fields: dict[str, list]  # task fields read once, for the trace builder
+    checked: CheckedPlan  # the plan as it ran, validated and read into columns (for the trace builder)
     memory: dict[str, int]  # each memory's peak bytes
 
 
@@ -122,15 +121,24 @@ class PlanExecutor:
         self.jitter = jitter
         self.stats: dict[str, float] = {}
 
-    def run(self, plan: Plan, on_task_end: TaskEndHook | None = None) -> RunTimes:
+    def run(self, plan: Plan | CheckedPlan, on_task_end: TaskEndHook | None = None) -> RunTimes:
         """Execute ``plan``. Raises PlanError before running anything for a malformed plan,
-        and InfeasiblePlanError after the run when some memory overflowed at some moment."""
+        and InfeasiblePlanError after the run when some memory overflowed at some moment.
+
+        A :class:`~workbench.plan.CheckedPlan` (``plan.checked()``) was validated when it was
+        taken: only its nodes are checked against this cluster, and what the run derives
+        from the plan alone (dependency lists, memory actions) is derived once per snapshot.
+        """
         with paused_gc():
             t0 = time.perf_counter()
-            plan.validate(self.cluster.memory_nodes())
-            check_resident(plan, self.cluster)
+            if isinstance(plan, CheckedPlan):
+                checked = plan
+                checked.check_nodes(self.cluster.memory_nodes())
+            else:
+                checked = plan.checked(self.cluster.memory_nodes())
+            check_resident(checked.plan, self.cluster)
             t1 = time.perf_counter()
-            run = _Run(self, plan, on_task_end)
+            run = _Run(self, checked, on_task_end)
             t2 = time.perf_counter()
             try:
                 times = run.execute()
@@ -142,11 +150,67 @@ class PlanExecutor:
             return times
 
 
+@dataclass
+class _Structure:
+    """What a run derives from the plan alone, kept with a :class:`CheckedPlan` for its next runs."""
+
+    waiting: list[int]  # per task, its distinct dependencies (a run counts them down: copy)
+    users: list[int]  # users of i: users[first_user[i]:first_user[i + 1]], in task order
+    first_user: list[int]
+    user_counts: list[int]  # per task, how many tasks depend on it (the memory timeline counts down: copy)
+    memory_actions: list[TaskMemory | None]
+    compute: list[int]  # compute tasks' indices
+    others: list[int]  # transfers' and collectives' indices
+    route_keys: list[tuple[str, str]]  # per transfer among ``others``, (src, dst); () for a collective
+
+
+def _structure(checked: CheckedPlan) -> _Structure:
+    cached = checked.derived.get("sim.structure")
+    if cached is not None:
+        return cached
+    columns = checked.columns
+    fields = columns.fields
+    tasks = columns.tasks
+    n = len(tasks)
+    dep_lists = fields["deps"]
+    counts = np.fromiter(map(len, dep_lists), dtype=np.int64, count=n)
+    position = columns.position
+    src = np.fromiter(
+        map(position.__getitem__, chain.from_iterable(dep_lists)), dtype=np.int64, count=int(counts.sum())
+    )
+    # Dependencies as (user, dependency) position pairs; a repeated one counts once.
+    dst = np.repeat(np.arange(n, dtype=np.int64), counts)
+    pairs = np.unique(dst * max(n, 1) + src)
+    if len(pairs) != len(src):
+        dst, src = np.divmod(pairs, n)
+        counts = np.bincount(dst, minlength=n)
+    # Each task's users in task order (a deterministic wake-up order), as one flat list.
+    first = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=first[1:])
+    users: list[int] = dst[np.argsort(src, kind="stable")].tolist()
+    first_user: list[int] = first.tolist()
+    kinds = fields["kind"]
+    others = [i for i, k in enumerate(kinds) if k != "compute"]
+    src_of, dst_of = fields["src"], fields["dst"]
+    structure = checked.derived["sim.structure"] = _Structure(
+        waiting=counts.tolist(),
+        users=users,
+        first_user=first_user,
+        user_counts=np.diff(first).tolist(),
+        memory_actions=task_memory(tasks, kinds, users, first_user, fields),
+        compute=[i for i, k in enumerate(kinds) if k == "compute"],
+        others=others,
+        route_keys=[(src_of[i] or "", dst_of[i] or "") if kinds[i] == "transfer" else () for i in others],  # type: ignore[misc]
+    )
+    return structure
+
+
 class _Run:
     """The state of one execution; its methods are the event callbacks."""
 
-    def __init__(self, executor: PlanExecutor, plan: Plan, hook: TaskEndHook | None) -> None:
-        self.plan = plan
+    def __init__(self, executor: PlanExecutor, checked: CheckedPlan, hook: TaskEndHook | None) -> None:
+        plan = self.plan = checked.plan
+        self.checked = checked
         self.cluster = executor.cluster
         self.topo = executor.topology
         self.executor = executor
@@ -154,45 +218,27 @@ class _Run:
         self.clock = SimClock()
         self.flows = FlowNetwork(self.clock, self.topo.capacity)
         self.engines = MachineEngines(self.cluster)
-        tasks = self.tasks = plan.tasks
+        tasks = self.tasks = checked.columns.tasks
         n = len(tasks)
-        names = ("id", "kind", "phase", "worker", "iteration", "bytes", "items", "device", "deps", "features")
-        # One pass over the (scattered) task objects for all fields, then split into columns.
-        columns = zip(*map(attrgetter(*names), tasks), strict=True) if n else ((),) * len(names)
-        fields = self.fields = dict(zip(names, map(list, columns), strict=True))
-        # Dependencies as (user, dependency) position pairs; a repeated one counts once.
-        position = dict(zip(fields["id"], range(n), strict=True))
-        dep_lists = fields.pop("deps")
-        counts = np.fromiter(map(len, dep_lists), dtype=np.int64, count=n)
-        src = np.fromiter(
-            map(position.__getitem__, chain.from_iterable(dep_lists)), dtype=np.int64, count=int(counts.sum())
-        )
-        dst = np.repeat(np.arange(n, dtype=np.int64), counts)
-        pairs = np.unique(dst * max(n, 1) + src)
-        if len(pairs) != len(src):
-            dst, src = np.divmod(pairs, n)
-            counts = np.bincount(dst, minlength=n)
-        self.waiting: list[int] = counts.tolist()
-        # Each task's users in task order (a deterministic wake-up order), as one flat
-        # list: users of i are users[first[i]:first[i + 1]].
-        first = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=n), out=first[1:])
-        self.users: list[int] = dst[np.argsort(src, kind="stable")].tolist()
-        self.first_user: list[int] = first.tolist()
+        columns = checked.columns.fields
+        structure = _structure(checked)
+        self.waiting: list[int] = list(structure.waiting)
+        self.users = structure.users
+        self.first_user = structure.first_user
         self.readies = [0.0] * n
         self.starts = [0.0] * n
         self.ends = [0.0] * n
         self.order: list[int] = []
-        self.memory_actions = task_memory(tasks, fields["kind"], self.users, self.first_user)
-        self.timeline = MemoryTimeline(plan, self.cluster, np.diff(first).tolist())
-        self.nbytes = fields["bytes"]
+        self.memory_actions = structure.memory_actions
+        self.timeline = MemoryTimeline(plan, self.cluster, list(structure.user_counts))
+        self.nbytes = columns["bytes"]
         # Per task: the trace row's device and engine label, the engine its first step
         # needs, and what starting it means (a method per kind). Compute tasks' are looked
-        # up by device in bulk; transfers' and collectives' found per task below.
-        kinds = fields["kind"]
+        # up by device in bulk; transfers' and collectives' per distinct route or shape.
         compute_engines = self.engines.compute
         label_of = {node: "cpu" if node.endswith(".host") else "compute" for node in compute_engines}
-        self.devices: list[str | None] = list(fields["device"])
+        self.devices: list[str | None] = list(columns["device"])
+        self.plan_devices: list[list[str]] = columns["devices"]  # a collective's devices
         self.labels: list[str] = list(map(label_of.get, self.devices, repeat("")))
         self.first_engine: list[Engine | None] = list(map(compute_engines.get, self.devices))
         self.legs: list[tuple[Leg, ...]] = [()] * n
@@ -202,20 +248,28 @@ class _Run:
             "transfer": self._start_transfer,
             "collective": self._start_collective,
         }
-        self.starters: list[Callable[[int], None]] = list(map(start_of.__getitem__, kinds))
-        compute = [i for i, k in enumerate(kinds) if k == "compute"]
+        self.starters: list[Callable[[int], None]] = list(map(start_of.__getitem__, columns["kind"]))
+        self._route_others(structure)
+        self.seconds = self._durations(structure.compute, columns["features"], executor)
+        self.transfer_overhead = executor.cost_model.transfer_overhead
+
+    def _route_others(self, structure: _Structure) -> None:
+        """Legs of every transfer and steps of every collective, found once per distinct
+        (src, dst) or (op, devices, bytes): a plan repeats a few of each many times."""
+        tasks = self.tasks
         transfer_cache: dict[tuple[str, str], tuple[tuple[Leg, ...], str, str]] = {}
         step_cache: dict[tuple[str, tuple[str, ...], int], list[Step]] = {}
-        for i in [i for i, k in enumerate(kinds) if k != "compute"]:
-            t = tasks[i]
-            if t.kind == "transfer":
-                key = (t.src or "", t.dst or "")
+        for i, key in zip(structure.others, structure.route_keys, strict=True):
+            if key:
                 info = transfer_cache.get(key)
                 if info is None:
-                    info = transfer_cache[key] = self._transfer_legs(key[0], key[1], f"plan task {t.id!r}")
+                    info = transfer_cache[key] = self._transfer_legs(
+                        key[0], key[1], f"plan task {tasks[i].id!r}"
+                    )
                 self.legs[i], self.labels[i], self.devices[i] = info
                 self.first_engine[i] = info[0][0].engine
             else:
+                t = tasks[i]
                 ckey = (t.op or "", tuple(t.devices), t.bytes)
                 steps = step_cache.get(ckey)
                 if steps is None:
@@ -224,8 +278,6 @@ class _Run:
                 self.steps[i] = steps
                 self.labels[i] = "collective"
                 self.devices[i] = None  # a row per device of the collective
-        self.seconds = self._durations(compute, fields.pop("features"), executor)
-        self.transfer_overhead = executor.cost_model.transfer_overhead
 
     def _durations(
         self, compute: list[int], features: list[dict[str, float]], executor: PlanExecutor
@@ -260,7 +312,7 @@ class _Run:
             "rebalances": self.flows.rebalances,
             "events": self.clock.entries(),
         }
-        return RunTimes(self.readies, self.starts, self.ends, self._rows(), self.fields, memory)
+        return RunTimes(self.readies, self.starts, self.ends, self._rows(), self.checked, memory)
 
     def _ready(self, i: int) -> None:
         """Task i's dependencies have all ended: ask for the engine it starts on."""
@@ -397,35 +449,44 @@ class _Run:
 
     # ---- results -------------------------------------------------------------------
     def _rows(self) -> TraceRows:
-        """One row per task in the order they ended; a collective's expanded to one per device."""
-        order = self.order
+        """One row per task in the order they ended; a collective's expanded to one per device.
+
+        Built in numpy: each ended task repeated once per row it has, and the collectives'
+        device names put into their rows as one list (a step per collective, none per row).
+        """
+        order = np.asarray(self.order, dtype=np.int64)
         devices = self.devices
+        device_of = np.empty(len(devices), dtype=object)
+        device_of[:] = devices
         if None not in devices:
-            row_task: list[int] = order
-            row_device = list(map(devices.__getitem__, order))
+            row_task = order
         else:
-            row_task, row_device = [], []
-            tasks = self.tasks
-            for i in order:
-                d = devices[i]
-                if d is None:
-                    names = tasks[i].devices
-                    row_task.extend([i] * len(names))
-                    row_device.extend(names)
-                else:
-                    row_task.append(i)
-                    row_device.append(d)
-        index = np.asarray(row_task, dtype=np.int64)
+            names = self.plan_devices
+            is_collective = np.equal(device_of, None)  # a collective: a row per device it names
+            per_task = np.ones(len(devices), dtype=np.int64)
+            collectives = np.flatnonzero(is_collective)
+            per_task[collectives] = [len(names[i]) for i in collectives.tolist()]
+            row_task = np.repeat(order, per_task[order])
+            ended = order[is_collective[order]].tolist()
+            device_of = device_of[row_task]
+            device_of[is_collective[row_task]] = list(chain.from_iterable(map(names.__getitem__, ended)))
+            return self._row_table(row_task, device_of)
+        return self._row_table(row_task, device_of[row_task])
+
+    def _row_table(self, row_task: np.ndarray, row_device: np.ndarray) -> TraceRows:
+        labels = np.empty(len(self.labels), dtype=object)
+        labels[:] = self.labels
         return TraceRows(
-            task=index,  # type: ignore[arg-type]
-            device=row_device,
-            engine=list(map(self.labels.__getitem__, row_task)),
-            ready=np.asarray(self.readies)[index],  # type: ignore[arg-type]
-            start=np.asarray(self.starts)[index],  # type: ignore[arg-type]
-            end=np.asarray(self.ends)[index],  # type: ignore[arg-type]
+            task=row_task,  # type: ignore[arg-type]
+            device=row_device.tolist(),
+            engine=labels[row_task].tolist(),
+            ready=np.asarray(self.readies)[row_task],  # type: ignore[arg-type]
+            start=np.asarray(self.starts)[row_task],  # type: ignore[arg-type]
+            end=np.asarray(self.ends)[row_task],  # type: ignore[arg-type]
         )
 
     def close(self) -> None:
         """Break the run's reference cycles (callbacks bound to it) so it is freed at once."""
         self.starters = []
+        self.checked = None  # type: ignore[assignment]
         self.flows.close()

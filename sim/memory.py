@@ -22,9 +22,9 @@ reported before anything runs (:func:`check_resident`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from typing import Any
 
 from workbench.errors import InfeasiblePlanError, PlanError
 from workbench.hardware.spec import ClusterSpec
@@ -79,18 +79,29 @@ class TaskMemory:
 
 
 def task_memory(
-    tasks: Sequence[Task], kinds: Sequence[str], users: Sequence[int], first_user: Sequence[int]
+    tasks: Sequence[Task],
+    kinds: Sequence[str],
+    users: Sequence[int],
+    first_user: Sequence[int],
+    fields: Mapping[str, Sequence[Any]] | None = None,
 ) -> list[TaskMemory | None]:
     """Per task, its :class:`TaskMemory`; None for a task that touches no memory (most of them).
 
     ``users[first_user[i]:first_user[i + 1]]``: the tasks that depend on task i.
+    ``fields``: the plan's columns (``workbench.plan.PlanColumns``), when the caller has
+    them: which tasks touch memory is then found from the columns, not the task objects.
     """
     n = len(tasks)
-    holding = attrgetter("memory", "allocate", "free")
+    if fields is None:
+        fields = {
+            name: [getattr(t, name) for t in tasks]
+            for name in ("memory", "allocate", "free", "src", "dst", "bytes")
+        }
+    src, dst, nbytes, allocate = fields["src"], fields["dst"], fields["bytes"], fields["allocate"]
     buffered = [
         i
         for i, k in enumerate(kinds)
-        if k == "transfer" and not tasks[i].allocate and tasks[i].src != tasks[i].dst and tasks[i].bytes > 0
+        if k == "transfer" and not allocate[i] and src[i] != dst[i] and nbytes[i] > 0
     ]
     consumes: dict[int, list[int]] = {}
     for j in buffered:
@@ -98,9 +109,10 @@ def task_memory(
             consumes.setdefault(u, []).append(j)
     buffered_set = set(buffered)
     out: list[TaskMemory | None] = [None] * n
-    touching = sorted(
-        buffered_set.union(consumes, (i for i, held in enumerate(map(holding, tasks)) if any(held)))
-    )
+    holding = [
+        i for i, held in enumerate(zip(fields["memory"], allocate, fields["free"], strict=True)) if any(held)
+    ]
+    touching = sorted(buffered_set.union(consumes, holding))
     for i in touching:
         t = tasks[i]
         target = t.writes_to()

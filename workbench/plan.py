@@ -69,6 +69,8 @@ import numbers
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +239,43 @@ class Plan:
         unknown tasks, cycles, tensors freed that nothing allocates, and (when
         ``known_nodes`` is given) devices or memories the hardware does not have.
         """
+        return self._validated(known_nodes)[0]
+
+    def checked(self, known_nodes: Iterable[str] | None = None) -> CheckedPlan:
+        """A validated snapshot of this plan, to simulate under several hardware files or seeds.
+
+        The plan is read and checked once here (as :meth:`validate` with ``known_nodes``);
+        each simulation of the snapshot checks only that its hardware has the nodes the
+        plan names (:meth:`CheckedPlan.check_nodes`). Changes made to the plan afterwards
+        are not seen by the snapshot: take a new one.
+        """
+        order, position = self._validated(known_nodes)
+        columns = PlanColumns.of(self.tasks)
+        columns.position = position
+        return CheckedPlan(self, columns, order)
+
+    def _validated(self, known_nodes: Iterable[str] | None) -> tuple[list[Task], dict[str, int]]:
+        """:meth:`validate`'s order, and each task id's position in the plan."""
         nodes = set(known_nodes) if known_nodes is not None else None
+        position, allocated, freed, in_order = self._scan_tasks(nodes)
+        self._check_tensors_and_workers(nodes, allocated, freed)
+        if in_order:
+            order = list(self.tasks)
+        else:
+            for task in self.tasks:
+                for d in task.deps:
+                    if d not in position:
+                        raise PlanError(f"{self._where(task)} depends on unknown task {d!r}")
+            order = topological_order(self.name, self.tasks, position)
+        if freed:
+            self._check_frees_follow_allocations(order, position)
+        return order, position
+
+    def _scan_tasks(self, nodes: set[str] | None) -> tuple[dict[str, int], set[str], dict[str, Task], bool]:
+        """Task by task: each task's own fields, duplicate ids and (with ``nodes``) unknown
+        nodes, raising for the first task with a problem. Returns (position of each id,
+        tensors allocated, the first task freeing each tensor, whether every dependency
+        comes before its user in plan order)."""
         name = self.name
         position: dict[str, int] = {}
         allocated: set[str] = set()
@@ -249,7 +287,7 @@ class Plan:
                 raise PlanError(f"{self._where(task)}: duplicate task id")
             for d in task.deps:
                 if d not in position:
-                    in_order = False  # itself, a later task, or an unknown one (checked below)
+                    in_order = False  # itself, a later task, or an unknown one (checked later)
             position[task.id] = i
             if nodes is not None:
                 for node in task.memories():
@@ -259,6 +297,13 @@ class Plan:
                 allocated.update(task.allocate)
             for tensor in task.free:
                 freed.setdefault(tensor, task)
+        return position, allocated, freed, in_order
+
+    def _check_tensors_and_workers(
+        self, nodes: set[str] | None, allocated: set[str], freed: dict[str, Task]
+    ) -> None:
+        """Resident tensors, tensors freed or allocated against them, and ``workers``."""
+        name = self.name
         resident_names = set()
         for r in self.resident:
             where = f"plan {name!r}: resident tensor {r.name!r}"
@@ -283,17 +328,6 @@ class Plan:
                 raise PlanError(f"plan {name!r}: workers[{device!r}] {_count_problem(worker)}")
             if nodes is not None and device not in nodes:
                 raise PlanError(f"plan {name!r}: workers names unknown device {device!r}")
-        if in_order:
-            order = list(self.tasks)
-        else:
-            for task in self.tasks:
-                for d in task.deps:
-                    if d not in position:
-                        raise PlanError(f"{self._where(task)} depends on unknown task {d!r}")
-            order = topological_order(name, self.tasks, position)
-        if freed:
-            self._check_frees_follow_allocations(order, position)
-        return order
 
     def _check_frees_follow_allocations(self, order: list[Task], position: dict[str, int]) -> None:
         """Each task that frees a tensor must depend, directly or not, on a task that
@@ -639,3 +673,78 @@ def topological_order(name: str, tasks: list[Task], position: dict[str, int]) ->
         stuck = sorted((t for t in tasks if indeg[t.id] > 0), key=lambda t: position[t.id])
         raise PlanError(f"plan {name!r}: dependency cycle through task {stuck[0].id!r}")
     return order
+
+
+# ---- a plan read into columns ------------------------------------------------------
+# The fields executors and the trace builder read (not op, carries, label: read per task where needed).
+COLUMN_FIELDS = (
+    "id", "kind", "phase", "worker", "iteration", "deps", "device", "src", "dst", "devices",
+    "bytes", "items", "memory", "allocate", "free", "layer", "features",
+)  # fmt: skip
+
+
+@dataclass
+class PlanColumns:
+    """A plan's tasks read once, in one pass over the task objects, into one list per field:
+    the simulator and the trace builder read these instead of the (scattered) task objects."""
+
+    tasks: list[Task]
+    fields: dict[str, list[Any]]
+    position: dict[str, int] = field(default_factory=dict)  # each id's index, filled by validation
+
+    @classmethod
+    def of(cls, tasks: list[Task]) -> PlanColumns:
+        names = COLUMN_FIELDS
+        if not tasks:
+            return cls(list(tasks), {n: [] for n in names})
+        # One attribute pass per task object for every field, then split into columns:
+        # a pass per field would miss the cache on every task object each time.
+        rows = list(map(attrgetter(*names), tasks))
+        return cls(list(tasks), dict(zip(names, map(list, zip(*rows, strict=True)), strict=True)))
+
+    def nodes(self) -> set[str]:
+        """Every node the tasks name: computes' devices, transfers' ends, collectives' devices."""
+        f = self.fields
+        kinds = f["kind"]
+        named = {d for d, k in zip(f["device"], kinds, strict=True) if k == "compute"}
+        for s, d, k in zip(f["src"], f["dst"], kinds, strict=True):
+            if k == "transfer":
+                named.update((s, d))
+        named.update(
+            chain.from_iterable(g for g, k in zip(f["devices"], kinds, strict=True) if k == "collective")
+        )
+        return named
+
+
+@dataclass
+class CheckedPlan:
+    """A plan validated once (:meth:`Plan.checked`), with its tasks read into columns."""
+
+    plan: Plan
+    columns: PlanColumns
+    order: list[Task]
+    # What consumers derive from the snapshot once and reuse across runs (the simulator's
+    # dependency lists and memory actions, the trace's per-task columns), by the consumer's key.
+    derived: dict[str, Any] = field(default_factory=dict)
+    named: set[str] | None = None  # every node the tasks name, found on the first check_nodes
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    def check_nodes(self, known_nodes: Iterable[str]) -> None:
+        """Raise :class:`PlanError` as :meth:`Plan.validate` would if the hardware lacks a node
+        the plan names (a task's, a resident tensor's, or one in ``workers``)."""
+        nodes = set(known_nodes)
+        plan = self.plan
+        if self.named is None:
+            self.named = self.columns.nodes()
+        if (
+            self.named <= nodes
+            and all(r.device in nodes for r in plan.resident)
+            and set(plan.workers) <= nodes
+        ):
+            return
+        # The task-by-task scan of the snapshot (not of the plan, which may have changed) says where.
+        snapshot = Plan(plan.name, self.columns.tasks, plan.resident, plan.meta, plan.workers)
+        snapshot.validate(nodes)

@@ -101,6 +101,106 @@ def collective_bytes_sent(op: str, n: int, rank: int, nbytes: int) -> int:
     return (n - 1) * nbytes // n  # reducescatter, allgather, alltoall
 
 
+@dataclass
+class TaskTable:
+    """The per-task half of the trace, read from a plan's tasks once (:func:`task_table`).
+
+    A plan simulated several times (under other hardware or seeds) builds it once; each
+    trace then only indexes it by its rows' tasks.
+    """
+
+    n: int
+    kind_uniques: list[str]
+    kind_codes: np.ndarray
+    phase_uniques: list[str]
+    phase_codes: np.ndarray
+    src_uniques: list[str]
+    src_codes: np.ndarray
+    dst_uniques: list[str]
+    dst_codes: np.ndarray
+    worker: np.ndarray
+    iteration: np.ndarray
+    items: np.ndarray
+    sent: np.ndarray  # bytes a task's row sends (a collective's rows: per device, see build_trace)
+    buffer: np.ndarray
+    layer: np.ndarray
+    ids: pa.Array
+    collectives: dict[int, tuple[str, list[str], int]]  # task index -> (op, devices, bytes)
+
+
+_TABLE_FIELDS = ("id", "kind", "phase", "worker", "iteration", "bytes", "items", "src", "dst", "layer")
+
+
+def task_table(tasks: Sequence[Task], fields: Mapping[str, Sequence[Any]] | None = None) -> TaskTable:
+    """The per-task trace columns of ``tasks``. ``fields``: per task (plan order) any of
+    ``id``, ``kind``, ``phase``, ``worker``, ``iteration``, ``bytes``, ``items``, ``src``,
+    ``dst``, ``layer`` the caller has read already; the rest are read here in one pass."""
+    per_task = dict(fields or {})
+    missing = [name for name in _TABLE_FIELDS if name not in per_task]
+    # One attribute pass per task object for every missing field, then split into columns.
+    # ("id" twice keeps attrgetter's answer a tuple when one field is missing.)
+    if missing:
+        read = (
+            zip(*map(attrgetter(*missing, "id"), tasks), strict=True) if tasks else [[]] * (len(missing) + 1)
+        )
+        per_task.update(zip(missing, map(list, read), strict=False))
+    n = len(tasks)
+    kinds = per_task["kind"]
+    kind_uniques, kind_codes = _codes(kinds)
+    is_transfer = (
+        kind_codes == kind_uniques.index("transfer") if "transfer" in kind_uniques else np.zeros(n, bool)
+    )
+    is_compute = (
+        kind_codes == kind_uniques.index("compute") if "compute" in kind_uniques else np.zeros(n, bool)
+    )
+    buffer = np.fromiter(per_task["bytes"], dtype=np.int64, count=n)
+    sent = buffer.copy()
+    # A transfer's ends (and a copy within one memory sends nothing); "" for other kinds.
+    src = [s if k == "transfer" else "" for s, k in zip(per_task["src"], kinds, strict=True)]
+    dst = [d if k == "transfer" else "" for d, k in zip(per_task["dst"], kinds, strict=True)]
+    src_uniques, src_codes = _codes(src)
+    dst_uniques, dst_codes = _codes(dst)
+    same = (
+        np.asarray(src_uniques, dtype=object)[src_codes] == np.asarray(dst_uniques, dtype=object)[dst_codes]
+    )
+    sent[is_transfer & same] = 0
+    sent[is_compute] = 0
+    buffer[is_compute] = 0
+    layer = np.fromiter(
+        (-1 if x is None or k != "compute" else x for x, k in zip(per_task["layer"], kinds, strict=True)),
+        dtype=np.int64,
+        count=n,
+    )
+    collectives = (
+        {
+            i: (tasks[i].op or "", tasks[i].devices, tasks[i].bytes)
+            for i in np.flatnonzero(kind_codes == kind_uniques.index("collective")).tolist()
+        }
+        if "collective" in kind_uniques
+        else {}
+    )
+    phase_uniques, phase_codes = _codes(per_task["phase"])
+    return TaskTable(
+        n=n,
+        kind_uniques=kind_uniques,
+        kind_codes=kind_codes,
+        phase_uniques=phase_uniques,
+        phase_codes=phase_codes,
+        src_uniques=src_uniques,
+        src_codes=src_codes,
+        dst_uniques=dst_uniques,
+        dst_codes=dst_codes,
+        worker=np.fromiter(per_task["worker"], dtype=np.int64, count=n),
+        iteration=np.fromiter(per_task["iteration"], dtype=np.int64, count=n),
+        items=np.fromiter(per_task["items"], dtype=np.int64, count=n),
+        sent=sent,
+        buffer=buffer,
+        layer=layer,
+        ids=pa.array(per_task["id"], type=pa.large_string()),
+        collectives=collectives,
+    )
+
+
 def build_trace(
     tasks: Sequence[Task],
     rows: TraceRows,
@@ -108,85 +208,92 @@ def build_trace(
     executor: str,
     device_workers: Mapping[str, int],
     fields: Mapping[str, Sequence[Any]] | None = None,
+    table: TaskTable | None = None,
 ) -> pd.DataFrame:
     """The trace table of ``rows`` measured while running ``tasks``.
 
     ``device_workers``: which worker drives each device (a collective row's worker).
-    ``fields``: per task (in plan order) any of ``id``, ``kind``, ``phase``, ``worker``,
-    ``iteration``, ``bytes``, ``items`` the caller has read already; the rest are read here.
+    ``fields``: per task (in plan order) fields the caller has read already (see
+    :func:`task_table`); ``table``: the tasks' :class:`TaskTable`, when the caller keeps one.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
-    per_task = dict(fields or {})
-
-    def column(name: str) -> Sequence[Any]:
-        if name not in per_task:
-            per_task[name] = list(map(attrgetter(name), tasks))
-        return per_task[name]
-
-    n_tasks = len(tasks)
+    if table is None:
+        table = task_table(tasks, fields)
     row_task = np.asarray(rows.task, dtype=np.int64)
     n = len(row_task)
-    kind_uniques, kind_codes = _codes(column("kind"))
-    is_kind = {
-        k: kind_codes == kind_uniques.index(k) if k in kind_uniques else None
-        for k in ("compute", "transfer", "collective")
-    }
-    buffer = np.fromiter(column("bytes"), dtype=np.int64, count=n_tasks)
-    sent = buffer.copy()
-    src = [""] * n_tasks
-    dst = [""] * n_tasks
-    layer = np.full(n_tasks, -1, dtype=np.int64)
-    if is_kind["compute"] is not None:
-        sent[is_kind["compute"]] = 0
-        buffer[is_kind["compute"]] = 0
-        for i in np.flatnonzero(is_kind["compute"]).tolist():
-            if tasks[i].layer is not None:
-                layer[i] = tasks[i].layer
-    if is_kind["transfer"] is not None:
-        for i in np.flatnonzero(is_kind["transfer"]).tolist():
-            t = tasks[i]
-            src[i], dst[i] = t.src, t.dst
-            if t.src == t.dst:
-                sent[i] = 0  # nothing crosses a wire
-    worker = np.fromiter(column("worker"), dtype=np.int64, count=n_tasks)[row_task]
-    row_sent = sent[row_task]
-    devices = list(rows.device)
-    if is_kind["collective"] is not None:
-        for r in np.flatnonzero(is_kind["collective"][row_task]).tolist():
-            t = tasks[row_task[r]]
-            device = devices[r]
-            if device not in device_workers:
-                raise ValueError(f"task {t.id!r}: no worker drives device {device!r}")
-            worker[r] = device_workers[device]
-            rank = t.devices.index(device)
-            row_sent[r] = collective_bytes_sent(t.op or "", len(t.devices), rank, t.bytes)
-    phase_uniques, phase_codes = _codes(column("phase"))
-    src_uniques, src_codes = _codes(src)
-    dst_uniques, dst_codes = _codes(dst)
+    worker = table.worker[row_task]
+    row_sent = table.sent[row_task]
+    device_uniques, device_codes = _codes(list(rows.device))
+    if table.collectives:
+        _collective_rows(
+            tasks, table, row_task, device_uniques, device_codes, device_workers, worker, row_sent
+        )
+    engine_uniques, engine_codes = _codes(list(rows.engine))
     frame = pd.DataFrame(
         {
             "run_id": _repeated([run_id], np.zeros(n, dtype=np.int32)),
             "worker": worker,
-            "device": _few_strings(devices),
-            "iteration": np.fromiter(column("iteration"), dtype=np.int64, count=n_tasks)[row_task],
-            "phase": _repeated(phase_uniques, phase_codes[row_task]),
+            "device": _repeated(device_uniques, device_codes),
+            "iteration": table.iteration[row_task],
+            "phase": _repeated(table.phase_uniques, table.phase_codes[row_task]),
             "ready": np.asarray(rows.ready, dtype=np.float64),
             "start": np.asarray(rows.start, dtype=np.float64),
             "end": np.asarray(rows.end, dtype=np.float64),
             "bytes": row_sent,
-            "items": np.fromiter(column("items"), dtype=np.int64, count=n_tasks)[row_task],
-            "task": pa.array(column("id"), type=pa.large_string()).take(pa.array(row_task)).to_pandas(),
-            "kind": _repeated(kind_uniques, kind_codes[row_task]),
-            "engine": _few_strings(list(rows.engine)),
+            "items": table.items[row_task],
+            "task": table.ids.take(pa.array(row_task)).to_pandas(),
+            "kind": _repeated(table.kind_uniques, table.kind_codes[row_task]),
+            "engine": _repeated(engine_uniques, engine_codes),
             "executor": _repeated([executor], np.zeros(n, dtype=np.int32)),
-            "src": _repeated(src_uniques, src_codes[row_task]),
-            "dst": _repeated(dst_uniques, dst_codes[row_task]),
-            "layer": layer[row_task],
-            "buffer_bytes": buffer[row_task],
+            "src": _repeated(table.src_uniques, table.src_codes[row_task]),
+            "dst": _repeated(table.dst_uniques, table.dst_codes[row_task]),
+            "layer": table.layer[row_task],
+            "buffer_bytes": table.buffer[row_task],
         }
     )
     return validate_trace(frame)
+
+
+def _collective_rows(
+    tasks: Sequence[Task],
+    table: TaskTable,
+    row_task: np.ndarray,
+    device_uniques: list[str],
+    device_codes: np.ndarray,
+    device_workers: Mapping[str, int],
+    worker: np.ndarray,
+    row_sent: np.ndarray,
+) -> None:
+    """Set each collective row's worker (the one driving its device) and bytes (its rank's
+    share, :func:`collective_bytes_sent`), in place, from a table per distinct collective
+    (op, devices, bytes) and device: the work is per distinct collective, not per row."""
+    rows = np.flatnonzero(table.kind_codes[row_task] == table.kind_uniques.index("collective"))
+    if not len(rows):
+        return
+    shape_of: dict[tuple[str, tuple[str, ...], int], int] = {}
+    task_shape = np.full(table.n, -1, dtype=np.int64)
+    for i, (op, devices, nbytes) in table.collectives.items():
+        task_shape[i] = shape_of.setdefault((op, tuple(devices), nbytes), len(shape_of))
+    device_index = {d: k for k, d in enumerate(device_uniques)}
+    shares = np.full((len(shape_of), len(device_uniques)), -1, dtype=np.int64)
+    for (op, devices, nbytes), k in shape_of.items():
+        for rank, d in enumerate(devices):
+            if d in device_index:
+                shares[k, device_index[d]] = collective_bytes_sent(op, len(devices), rank, nbytes)
+    codes = device_codes[rows]
+    sent = shares[task_shape[row_task[rows]], codes]
+    workers = np.array([device_workers.get(d, -1) for d in device_uniques], dtype=np.int64)
+    driven = workers[codes]
+    bad = (sent < 0) | (driven < 0)
+    if bad.any():  # the first bad row: no worker drives its device, or its collective does not name it
+        r = int(rows[np.flatnonzero(bad)[0]])
+        device = device_uniques[device_codes[r]]
+        if device not in device_workers:
+            raise ValueError(f"task {tasks[row_task[r]].id!r}: no worker drives device {device!r}")
+        raise ValueError(f"{device!r} is not in list")
+    worker[rows] = driven
+    row_sent[rows] = sent
 
 
 def _codes(values: Sequence[Any]) -> tuple[list, np.ndarray]:

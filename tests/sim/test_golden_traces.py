@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ EXAMPLES = ROOT / "examples" / "plans"
 
 def _bench_plan(tasks: int) -> Plan:
     """The plan of ``benchmarks/bench_sim.py`` (a script, not a package: loaded by path)."""
+    if str(ROOT / "benchmarks") not in sys.path:  # the script imports its neighbour benchmarks/machine.py
+        sys.path.append(str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("bench_sim", ROOT / "benchmarks" / "bench_sim.py")
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
