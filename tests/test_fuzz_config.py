@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -213,8 +214,12 @@ def test_mutated_configs_load_as_written_or_are_one_line(folder: Path, case) -> 
     check_config(folder, case)
 
 
+# The slow run's examples; GNNWB_FUZZ_EXAMPLES=1000 times a shorter run of the same property.
+SLOW_EXAMPLES = int(os.environ.get("GNNWB_FUZZ_EXAMPLES", "10000"))
+
+
 @pytest.mark.slow
-@settings(max_examples=10_000, deadline=None)
+@settings(max_examples=SLOW_EXAMPLES, deadline=None)
 @given(case=mutated_configs())
 def test_mutated_configs_load_as_written_or_are_one_line_many(folder: Path, case) -> None:
     check_config(folder, case)

@@ -12,6 +12,7 @@ well-formed size is refused by the memory check instead of generated.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import pytest
@@ -153,8 +154,12 @@ def test_any_spec_on_the_command_line(case: tuple[str, Any, Any], capsys) -> Non
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
+# The slow run's examples; GNNWB_FUZZ_EXAMPLES=1000 times a shorter run of the same property.
+SLOW_EXAMPLES = int(os.environ.get("GNNWB_FUZZ_EXAMPLES", "10000"))
+
+
 @pytest.mark.slow
-@settings(max_examples=10_000, deadline=None)
+@settings(max_examples=SLOW_EXAMPLES, deadline=None)
 @given(case=spec_cases())
 def test_any_spec_loads_or_is_one_line_many(case: tuple[str, Any, Any]) -> None:
     check_spec(*case)
