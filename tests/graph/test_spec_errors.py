@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -264,3 +265,26 @@ def test_generate_says_where_it_wrote(tmp_path, capsys, monkeypatch) -> None:
     written = tmp_path / "out" / "g.npz"
     assert f"wrote {written}" in out
     assert io.load_graph(written).num_nodes == 100
+
+
+def test_nan_features_in_an_ogb_folder_are_refused(tmp_path, capsys) -> None:
+    raw = tmp_path / "ogbn_nan" / "raw"
+    raw.mkdir(parents=True)
+    feats = np.ones((3, 2), dtype=np.float32)
+    feats[1, 1] = np.nan
+    np.savez(
+        raw / "data.npz", edge_index=np.array([[0, 1], [1, 2]]), num_nodes_list=np.array([3]), node_feat=feats
+    )
+    message = "node features hold NaN or infinite values (first at vertex 1, column 1)"
+    with pytest.raises(GraphFormatError, match=re.escape(message)):
+        load_dataset(str(tmp_path / "ogbn_nan"))
+    _one_line_error(capsys, ["datasets", "show", str(tmp_path / "ogbn_nan")], message)
+
+
+@pytest.mark.parametrize("scale", [[], ["--scale", "0.5"]])
+def test_unknown_generator_is_named(scale: list[str], capsys) -> None:
+    _one_line_error(
+        capsys,
+        ["datasets", "show", "ba:n=100,m=3", *scale],
+        "ba:n=100,m=3: unknown generator 'ba'; generators: rmat, sbm, er",
+    )

@@ -252,6 +252,7 @@ def load_dataset(
     if recipe is None:
         from workbench.graph import loaders
 
+        _refuse_unknown_generator(name)
         if scale is not None or degree_scale is not None:
             # A stored graph has one size; silently ignoring the factor would mislead.
             raise ConfigError(
@@ -285,6 +286,16 @@ def load_dataset(
         except OSError as exc:  # a read-only or full cache is not fatal: the graph is in memory
             _say(progress, f"could not write the cache ({exc})")
     return graph
+
+
+def _refuse_unknown_generator(name: str) -> None:
+    """``ba:n=100,m=3`` names a generator that does not exist, not a missing file: say so."""
+    kind, sep, body = name.partition(":")
+    if sep and "=" in body and os.sep not in kind and not Path(name).expanduser().exists():
+        raise UnknownNameError(
+            f"{name}: unknown generator {kind!r}; generators: {', '.join(SPEC_KEYS)} "
+            "(rmat:n=...,m=... | sbm:n=...,blocks=...,deg=... | er:n=...,deg=...)"
+        )
 
 
 @dataclass(frozen=True)

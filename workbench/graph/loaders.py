@@ -84,7 +84,7 @@ def load_ogb(root: str | Path, *, symmetric: bool = True, split: str | None = No
             raise GraphFormatError(
                 f"{raw}: node features have {feats.shape[0]} rows for {num_nodes} vertices"
             )
-        graph.explicit_features = feats
+        graph.explicit_features = _finite_features(feats, raw)
         graph.feat_dim = int(feats.shape[1])
     if labels is not None:
         graph.labels = labels
@@ -191,6 +191,16 @@ def _ogb_split(root: Path, num_nodes: int, kind: str | None) -> tuple[np.ndarray
     return tuple(masks)
 
 
+def _finite_features(feats: np.ndarray, where: Path) -> np.ndarray:
+    """``feats`` if every value is finite: a NaN feature would turn every result it touches into NaN."""
+    if not np.all(np.isfinite(feats)):
+        bad = np.argwhere(~np.isfinite(feats))[0]
+        raise GraphFormatError(
+            f"{where}: node features hold NaN or infinite values (first at vertex {bad[0]}, column {bad[-1]})"
+        )
+    return feats
+
+
 # ---- DGL ---------------------------------------------------------------------------
 # First 8 bytes of every dgl.save_graphs file (kDGLSerializeMagic in DGL's graph_serialize.cc).
 _DGL_MAGIC = (0xDD2E4FF046B4A13F).to_bytes(8, "little")
@@ -244,7 +254,7 @@ def load_dgl_graph(path: str | Path, *, index: int = 0, symmetric: bool = True) 
     ndata = {k: v.numpy() for k, v in g.ndata.items()}
     feats = next((ndata[k] for k in _FEATURE_KEYS if k in ndata), None)
     if feats is not None:
-        graph.explicit_features = feats.reshape(n, -1).astype(np.float32, copy=False)
+        graph.explicit_features = _finite_features(feats.reshape(n, -1).astype(np.float32, copy=False), path)
         graph.feat_dim = int(graph.explicit_features.shape[1])
     labels = next((ndata[k] for k in _LABEL_KEYS if k in ndata), None)
     if labels is not None:
