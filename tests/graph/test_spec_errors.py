@@ -288,3 +288,16 @@ def test_unknown_generator_is_named(scale: list[str], capsys) -> None:
         ["datasets", "show", "ba:n=100,m=3", *scale],
         "ba:n=100,m=3: unknown generator 'ba'; generators: rmat, sbm, er",
     )
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (["--graph-seed", "-1"], "--graph-seed must be at least 0"),
+        (["--graph-seed", "99999999999999999999"], "--graph-seed must be at most 9223372036854775807"),
+        (["--scale", "inf"], "--scale must be a finite number"),
+    ],
+)
+def test_graph_options_of_a_command_name_the_option(option: list[str], message: str, capsys) -> None:
+    argv = ["partition", "--graph", "er:n=100,deg=3", *option, "--strategy", "metis", "--parts", "2"]
+    _one_line_error(capsys, argv, message)
