@@ -11,6 +11,7 @@ sampling, and the arrays it needs must fit in the memory that is available.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -172,8 +173,6 @@ def available_memory() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     try:
-        import os
-
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
