@@ -359,7 +359,7 @@ def figure_rows(pub: PublishedFigures, metrics: dict[str, Metrics]) -> list[dict
             else "not used",
             "source": f.source,
             "quantity": f.quantity + (f" ({'+'.join(f.phases)})" if f.phases else ""),
-            "setting": f.setting + (f" vs {f.baseline}" if f.quantity in NEEDS_BASELINE else ""),
+            "setting": f.setting + (f" vs {f.baseline}" if f.baseline else ""),
             "paper": f.value_text(),
             "low": f.value[0],
             "high": f.value[1],
