@@ -209,7 +209,15 @@ def measure_bulk_sampling_step(point: Any) -> dict[str, Any]:
     return measure_sampling_step(point)
 
 
+def measure_published_fit(point: Any) -> dict[str, Any]:
+    """A paper's testbed fitted to its published figures (``studies.study_published``)."""
+    from studies.study_published import measure
+
+    return measure(point)
+
+
 MEASURES: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "published-fit": measure_published_fit,
     "bulk-sampling-step": measure_bulk_sampling_step,
     "fidelity": measure_fidelity,
     "micrograph-locality": measure_micrograph_locality,
