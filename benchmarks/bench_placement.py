@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from machine import Machine, add_runs_option
 
 
 def seconds(value: Any) -> float:
@@ -103,6 +104,109 @@ def timed(fn: Any, repeat: int) -> tuple[float, float, float, Any]:
     return first, float(np.median(times)) if times else first, first_cpu, out
 
 
+def measure_run(
+    args: Any,
+    run: int,
+    machine: Machine,
+    placement: Any,
+    graph: Any,
+    request: Any,
+    setting: str,
+    capacity: int,
+    cluster: Any,
+    sampler: Any,
+    fanouts: list[int],
+    time_metis: Any,
+) -> None:
+    """One run: song-jiang end to end (first call and median), its parts, METIS, the ratio's verdict."""
+    from workbench.strategies.placement.base import PlacementRequest, descending_order
+    from workbench.strategies.placement.probability import (
+        fanout_probability,
+        full_neighborhood_probability,
+        presampled_probability,
+    )
+
+    # The end-to-end call first: it is the one a run makes, in a process that has not
+    # yet allocated arrays of the estimate's size.
+    e2e_first, e2e_median, e2e_cpu, result = timed(lambda: placement.place(request), args.repeat)
+    est_first, est_median, _, prob = timed(
+        lambda: fanout_probability(graph, fanouts, args.batch_size), args.repeat
+    )
+    given = PlacementRequest(
+        graph=graph, num_gpus=args.gpus, capacity=capacity, cluster=cluster, access_probability=prob
+    )
+    _, place_median, _, _ = timed(lambda: placement.place(given), args.repeat)
+    rates = result.expected_hit_rate(prob)
+    print(
+        f"analytic access probabilities (neighbor {args.fanouts}, "
+        f"batch {args.batch_size}): {est_median:.3f} s (median of {args.repeat}; first {est_first:.3f} s)",
+        flush=True,
+    )
+    print(f"song-jiang placement from given probabilities, {setting}: {place_median:.3f} s", flush=True)
+    print(
+        f"song-jiang end to end (estimate + placement): first call {e2e_first:.3f} s "
+        f"(CPU {e2e_cpu:.3f} s), median of {args.repeat} more {e2e_median:.3f} s; "
+        f"expected GPU hit rate {rates.mean_gpu:.1%} "
+        f"(local {rates.mean_local:.1%})",
+        flush=True,
+    )
+
+    exact_e2e = None
+    if not args.skip_exact and run == 0:
+        start = time.perf_counter()
+        exact = full_neighborhood_probability(graph, args.layers, args.batch_size)
+        exact_seconds = time.perf_counter() - start
+        exact_request = PlacementRequest(
+            graph=graph, num_gpus=args.gpus, capacity=capacity, cluster=cluster, access_probability=exact
+        )
+        start = time.perf_counter()
+        placement.place(exact_request)
+        exact_e2e = exact_seconds + time.perf_counter() - start
+        print(
+            f"old default, exact full-neighborhood {args.layers}-hop count: {exact_seconds:.2f} s; "
+            f"end to end {exact_e2e:.2f} s",
+            flush=True,
+        )
+
+    if args.check_epochs > 0 and run == 0:
+        freq = presampled_probability(
+            graph, sampler, batch_size=args.batch_size, epochs=args.check_epochs, rng=np.random.default_rng(1)
+        )
+        mine, theirs = descending_order(prob)[:capacity], descending_order(freq)[:capacity]
+        overlap = np.intersect1d(mine, theirs).shape[0] / max(capacity, 1)
+        print(
+            f"check against {args.check_epochs} pre-sampled epoch(s): top-{capacity:,} overlap {overlap:.1%}; "
+            f"hit rate of the analytic cache {freq[mine].sum() / freq.sum():.2%}, of the pre-sampled "
+            f"{freq[theirs].sum() / freq.sum():.2%}, predicted {prob[mine].sum() / prob.sum():.2%}; "
+            f"reads per minibatch {prob.sum():,.0f} estimated, {freq.sum():,.0f} pre-sampled",
+            flush=True,
+        )
+
+    if time_metis is not None and not args.skip_metis:
+        cpu = time.process_time()
+        metis_seconds = seconds(time_metis(graph, args.gpus))
+        metis_cpu = time.process_time() - cpu  # preparation included, as in a registered partitioner
+        print(
+            f"metis partition into {args.gpus} parts: {metis_seconds:.2f} s (CPU {metis_cpu:.2f} s)",
+            flush=True,
+        )
+        line = (
+            f"ratio metis / song-jiang end to end: {metis_seconds / e2e_first:.1f}x first call, "
+            f"{metis_seconds / e2e_median:.1f}x median (target >= 30x); CPU time {metis_cpu / e2e_cpu:.1f}x"
+        )
+        if exact_e2e is not None:
+            line += f"; with the old exact estimate {metis_seconds / exact_e2e:.1f}x"
+        print(line, flush=True)
+        machine.verdict(
+            f"run {run}: metis / song-jiang end to end, median", metis_seconds / e2e_median, at_least=30
+        )
+        machine.verdict(
+            f"run {run}: metis / song-jiang end to end, first call", metis_seconds / e2e_first, at_least=30
+        )
+    else:
+        print("metis partition: not measured")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graph", default="products-like")
@@ -123,17 +227,16 @@ def main() -> None:
     parser.add_argument(
         "--check-epochs", type=int, default=0, help="pre-sample this many epochs to check the estimate"
     )
+    add_runs_option(parser)
     args = parser.parse_args()
+    machine = Machine.now()
 
     from workbench.graph.datasets import load_dataset
     from workbench.graph.generators import erdos_renyi
     from workbench.hardware import load_hardware
     from workbench.registry import PLACEMENTS, SAMPLERS
-    from workbench.strategies.placement.base import AccessModel, PlacementRequest, descending_order
+    from workbench.strategies.placement.base import AccessModel, PlacementRequest
     from workbench.strategies.placement.probability import (
-        fanout_probability,
-        full_neighborhood_probability,
-        presampled_probability,
         resolve_estimator,
     )
 
@@ -163,86 +266,30 @@ def main() -> None:
     )
     assert resolve_estimator(sampler, access.estimator) == "fanout"
 
-    # The end-to-end call first: it is the one a run makes, in a process that has not
-    # yet allocated arrays of the estimate's size.
-    e2e_first, e2e_median, e2e_cpu, result = timed(lambda: placement.place(request), args.repeat)
-    est_first, est_median, _, prob = timed(
-        lambda: fanout_probability(graph, fanouts, args.batch_size), args.repeat
-    )
-    given = PlacementRequest(
-        graph=graph, num_gpus=args.gpus, capacity=capacity, cluster=cluster, access_probability=prob
-    )
-    _, place_median, _, _ = timed(lambda: placement.place(given), args.repeat)
-    rates = result.expected_hit_rate(prob)
-    print(
-        f"analytic access probabilities (neighbor {args.fanouts}, "
-        f"batch {args.batch_size}): {est_median:.3f} s (median of {args.repeat}; first {est_first:.3f} s)",
-        flush=True,
-    )
-    print(f"song-jiang placement from given probabilities, {setting}: {place_median:.3f} s", flush=True)
-    print(
-        f"song-jiang end to end (estimate + placement): first call {e2e_first:.3f} s "
-        f"(CPU {e2e_cpu:.3f} s), median of {args.repeat} more {e2e_median:.3f} s; "
-        f"expected GPU hit rate {rates.mean_gpu:.1%} "
-        f"(local {rates.mean_local:.1%})",
-        flush=True,
-    )
-
-    exact_e2e = None
-    if not args.skip_exact:
-        start = time.perf_counter()
-        exact = full_neighborhood_probability(graph, args.layers, args.batch_size)
-        exact_seconds = time.perf_counter() - start
-        exact_request = PlacementRequest(
-            graph=graph, num_gpus=args.gpus, capacity=capacity, cluster=cluster, access_probability=exact
-        )
-        start = time.perf_counter()
-        placement.place(exact_request)
-        exact_e2e = exact_seconds + time.perf_counter() - start
-        print(
-            f"old default, exact full-neighborhood {args.layers}-hop count: {exact_seconds:.2f} s; "
-            f"end to end {exact_e2e:.2f} s",
-            flush=True,
-        )
-
-    if args.check_epochs > 0:
-        freq = presampled_probability(
-            graph, sampler, batch_size=args.batch_size, epochs=args.check_epochs, rng=np.random.default_rng(1)
-        )
-        mine, theirs = descending_order(prob)[:capacity], descending_order(freq)[:capacity]
-        overlap = np.intersect1d(mine, theirs).shape[0] / max(capacity, 1)
-        print(
-            f"check against {args.check_epochs} pre-sampled epoch(s): top-{capacity:,} overlap {overlap:.1%}; "
-            f"hit rate of the analytic cache {freq[mine].sum() / freq.sum():.2%}, of the pre-sampled "
-            f"{freq[theirs].sum() / freq.sum():.2%}, predicted {prob[mine].sum() / prob.sum():.2%}; "
-            f"reads per minibatch {prob.sum():,.0f} estimated, {freq.sum():,.0f} pre-sampled",
-            flush=True,
-        )
-
     time_metis, time_roc, source = partition_timers()
     print(f"partition timings from {source}", flush=True)
-    if time_metis is not None and not args.skip_metis:
-        cpu = time.process_time()
-        metis_seconds = seconds(time_metis(graph, args.gpus))
-        metis_cpu = time.process_time() - cpu  # preparation included, as in a registered partitioner
-        print(
-            f"metis partition into {args.gpus} parts: {metis_seconds:.2f} s (CPU {metis_cpu:.2f} s)",
-            flush=True,
+    for run in range(args.runs):
+        print(f"run {run}:", flush=True)
+        measure_run(
+            args,
+            run,
+            machine,
+            placement,
+            graph,
+            request,
+            setting,
+            capacity,
+            cluster,
+            sampler,
+            fanouts,
+            time_metis,
         )
-        line = (
-            f"ratio metis / song-jiang end to end: {metis_seconds / e2e_first:.1f}x first call, "
-            f"{metis_seconds / e2e_median:.1f}x median (target >= 20x); CPU time {metis_cpu / e2e_cpu:.1f}x"
-        )
-        if exact_e2e is not None:
-            line += f"; with the old exact estimate {metis_seconds / exact_e2e:.1f}x"
-        print(line, flush=True)
-    else:
-        print("metis partition: not measured")
     if time_roc is not None:
         roc_seconds = seconds(time_roc(graph, 16))
         print(f"roc partition into 16 parts: {roc_seconds:.3f} s (target < 1 s)")
     else:
         print("roc partition into 16 parts: not available (needs time_roc in benchmarks/bench_partition.py)")
+    machine.finish()
 
 
 if __name__ == "__main__":

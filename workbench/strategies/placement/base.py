@@ -27,6 +27,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numba
 import numpy as np
 
 from workbench.errors import ConfigError
@@ -267,8 +268,53 @@ class DynamicPlacement(Placement):
 
 
 def descending_order(prob: np.ndarray) -> np.ndarray:
-    """Vertices by probability, highest first; ties by vertex id (stable), so results are deterministic."""
-    return np.argsort(-np.asarray(prob, dtype=np.float64), kind="stable").astype(np.int64)
+    """Vertices by probability, highest first; ties by vertex id (stable), so results are deterministic.
+
+    The order of ``np.argsort(-prob, kind="stable")`` (NaN last), found by a radix sort
+    of the values' bit patterns: numpy sorts float64 stably by merging, which on the 1.2M
+    vertices of products-like took 0.19 s, half of song-jiang's placement.
+    """
+    keys = _ascending_keys(-np.asarray(prob, dtype=np.float64))
+    return _radix_argsort(keys) if keys.shape[0] else np.zeros(0, dtype=np.int64)
+
+
+_SIGN = np.uint64(1 << 63)
+
+
+def _ascending_keys(values: np.ndarray) -> np.ndarray:
+    """uint64 keys that order as the float64 ``values`` do in numpy's sort: -0.0 as 0.0, NaN last."""
+    canonical = values + 0.0  # -0.0 + 0.0 is 0.0: equal values get equal keys
+    bits = canonical.view(np.uint64)
+    negative = (bits & _SIGN) != 0
+    # Negative floats order backwards by their bits: flip them all; positive ones above every negative.
+    keys = np.where(negative, ~bits, bits | _SIGN)
+    keys[np.isnan(values)] = np.iinfo(np.uint64).max  # after +inf, in index order among themselves
+    return keys
+
+
+@numba.njit(cache=True)
+def _radix_argsort(keys: np.ndarray) -> np.ndarray:
+    """Stable argsort of uint64 ``keys``: least significant 16 bits first, four counting passes;
+    a pass whose digit is the same for every key changes nothing and is skipped."""
+    n = keys.shape[0]
+    order = np.arange(n)
+    scratch = np.empty(n, dtype=np.int64)
+    counts = np.empty(65537, dtype=np.int64)
+    for shift in range(0, 64, 16):
+        counts[:] = 0
+        for i in range(n):
+            counts[((keys[i] >> np.uint64(shift)) & np.uint64(0xFFFF)) + 1] += 1
+        if counts.max() == n:
+            continue
+        for d in range(1, 65537):
+            counts[d] += counts[d - 1]
+        for i in range(n):
+            k = order[i]
+            digit = (keys[k] >> np.uint64(shift)) & np.uint64(0xFFFF)
+            scratch[counts[digit]] = k
+            counts[digit] += 1
+        order, scratch = scratch, order
+    return order
 
 
 def replicated_result(top: np.ndarray, num_nodes: int, num_gpus: int) -> PlacementResult:
