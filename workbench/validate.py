@@ -56,9 +56,10 @@ def integer(
     the default maximum is what an int64 column holds."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{where} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ConfigError(f"{where} must be at least {minimum}, got {value!r}")
-    if value > maximum or value < INT64_MIN:
+    lowest = INT64_MIN if minimum is None else max(minimum, INT64_MIN)
+    if value < lowest:
+        raise ConfigError(f"{where} must be at least {lowest}, got {value!r}")
+    if value > maximum:
         raise ConfigError(f"{where} must be at most {maximum}, got {value!r}")
     return value
 

@@ -104,12 +104,14 @@ def test_scaled_odd_edge_count_rounds_to_even(tmp_path) -> None:
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--seed", "-1"], "--seed must be at least 0, got -1"),
-        (["--scale", "nan"], "--scale must be a finite number, got nan"),
-        (["--scale", "inf"], "--scale must be a finite number, got inf"),
-        (["--scale", "0"], "--scale must be positive, got 0.0"),
-        (["--scale", "-2"], "--scale must be positive, got -2.0"),
-        (["--degree-scale", "nan"], "degree_scale must be a finite number, got nan"),
+        (["--graph-seed", "-1"], "--graph-seed must be at least 0, got '-1'"),
+        (["--seed", "-1"], "--graph-seed must be at least 0, got '-1'"),
+        (["--scale", "nan"], "--scale must be a finite number, got 'nan'"),
+        (["--scale", "inf"], "--scale must be a finite number, got 'inf'"),
+        (["--scale", "-inf"], "--scale must be a finite number, got '-inf'"),
+        (["--scale", "0"], "--scale must be positive, got '0'"),
+        (["--scale", "-2"], "--scale must be positive, got '-2'"),
+        (["--degree-scale", "nan"], "--degree-scale must be a finite number, got 'nan'"),
     ],
 )
 def test_bad_seed_and_scale_name_the_option(argv: list[str], message: str, capsys) -> None:
@@ -244,7 +246,7 @@ def test_generate_output_that_is_a_folder_is_refused_before_generating(tmp_path,
     _one_line_error(
         capsys,
         ["datasets", "generate", "er:n=100,deg=3", "--no-cache", "-o", str(tmp_path)],
-        f"{tmp_path}: is a folder, expected a graph file (-o) to write",
+        f"--out {tmp_path}: is a folder, expected a graph file to write",
     )
 
 
@@ -254,7 +256,7 @@ def test_generate_output_under_a_file_is_refused(tmp_path, capsys) -> None:
     _one_line_error(
         capsys,
         ["datasets", "generate", "er:n=100,deg=3", "--no-cache", "-o", str(blocker / "g.npz")],
-        "is a file, so no graph file (-o) can be written under it",
+        "is a file, so no graph file can be written under it",
     )
 
 

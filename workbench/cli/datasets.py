@@ -5,6 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from workbench.cli.common import (
+    accept_negative_values,
+    add_out_argument,
+    examples,
+    number_arg,
+    seed_arg,
+    set_handler,
+)
 from workbench.errors import ConfigError
 
 
@@ -20,31 +28,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     ds.required = True
     lp = ds.add_parser("list", help="list the presets with their real-graph sizes and default scale")
     lp.set_defaults(handler=_list)
-    for action, text in (
-        ("show", "print a graph's size, degree statistics, features, classes and splits"),
-        ("generate", "generate a graph into the cache (or a file)"),
+    for action, text, example in (
+        (
+            "show",
+            "print a graph's size, degree statistics, features, classes and splits",
+            "show er:n=1000,deg=8",
+        ),
+        ("generate", "generate a graph into the cache (or a file)", "generate er:n=1000,deg=8 -o er.npz"),
     ):
-        sp = ds.add_parser(action, help=text, description=text)
+        sp = ds.add_parser(action, help=text, description=text, **examples(f"gnnwb datasets {example}"))
+        accept_negative_values(sp)
         sp.add_argument("name", help="preset, ad-hoc spec (rmat:n=...,m=...), shipped graph or path")
         sp.add_argument(
             "--scale",
-            type=float,
+            type=number_arg(positive=True),
             default=None,
             help="fraction of the real graph's vertices (default: the preset's)",
         )
         sp.add_argument(
             "--degree-scale",
-            type=float,
+            type=number_arg(positive=True),
             default=None,
             help="fraction of the real average degree to keep (default: the preset's)",
         )
-        sp.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+        # --graph-seed, as in every command that loads a graph; --seed, its former name here, still works.
+        seed = sp.add_mutually_exclusive_group()
+        seed.add_argument("--graph-seed", type=seed_arg(), default=0, help="generator seed (default 0)")
+        seed.add_argument("--seed", dest="graph_seed", type=seed_arg(), help=argparse.SUPPRESS)
         sp.add_argument("--no-cache", action="store_true", help="neither read nor write the graph cache")
         if action == "generate":
-            sp.add_argument("-o", "--output", help="also write the graph to this .npz file")
-            sp.set_defaults(handler=_generate)
+            add_out_argument(sp, "graph file", help="also write the graph to this .npz file")
+            set_handler(sp, _generate)
         else:
-            sp.set_defaults(handler=_show)
+            set_handler(sp, _show)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -80,11 +96,11 @@ def _load(args: argparse.Namespace, progress):
     return load_dataset(
         args.name,
         scale=args.scale,
-        seed=args.seed,
+        seed=args.graph_seed,
         cache=not args.no_cache,
         degree_scale=args.degree_scale,
         progress=progress,
-        seed_name="--seed",
+        seed_name="--graph-seed",
     )
 
 
@@ -98,10 +114,7 @@ def _generate(args: argparse.Namespace) -> int:
     import time
 
     from workbench.graph import io
-    from workbench.validate import writable_file
 
-    if args.output:  # checked before generating, so a bad path costs no generation time
-        writable_file(args.output, "graph file (-o)")
     start = time.perf_counter()
     with _Progress(args.name) as progress:
         graph = _load(args, progress)
@@ -109,13 +122,11 @@ def _generate(args: argparse.Namespace) -> int:
     print(f"{graph.name}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges in {took:.1f} s")
     if graph.meta.get("cache_path"):
         print(f"cache: {graph.meta['cache_path']}")
-    if args.output:
+    if args.out:  # checked for kind and writability as it was parsed, before generating
         try:
-            written = io.save_graph(graph, args.output)
+            written = io.save_graph(graph, args.out)
         except OSError as exc:  # the folder vanished or the disk filled since the check
-            raise ConfigError(
-                f"{args.output}: could not write the graph file (-o) ({exc.strerror})"
-            ) from None
+            raise ConfigError(f"{args.out}: could not write the graph file (-o) ({exc.strerror})") from None
         print(f"wrote {written.resolve()}")
     return 0
 
