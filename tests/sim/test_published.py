@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -290,3 +291,26 @@ def test_joined_parameters_share_one_value(tmp_path):
         SETTING + FIGURE + '\n[fit]\nparameters = ["cost.forward+nope.default.scale"]\n',
         "fit.parameters[0]",
     )
+
+
+# ---- the papers' files and their committed profiles ----------------------------------------
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "studies" / "published"
+
+
+@pytest.mark.parametrize("path", sorted(PUBLISHED.glob("*.toml")), ids=lambda p: p.stem)
+def test_each_papers_file_reads_and_names_its_sources(path):
+    pub = load_published(path, require_fit=False)
+    assert pub.figures and all(f.source.strip() for f in pub.figures)
+    assert all(f.reason.strip() for f in pub.unused())
+
+
+@pytest.mark.parametrize("path", sorted((PUBLISHED / "profiles").glob("*.toml")), ids=lambda p: p.stem)
+def test_committed_profiles_load_and_match_their_figures_file(path):
+    """A committed profile was fitted to the figures file as it is now (refit after editing one:
+    gnnwb calibrate --published studies/published/NAME.toml -o studies/published/profiles/NAME.profile.toml)."""
+    loaded = load_profile(path)
+    provenance = tomllib.loads(path.read_text())["provenance"]
+    figures = PUBLISHED / Path(provenance["figures_file"]).name
+    assert provenance["figures_sha256"] == load_published(figures).sha256
+    assert loaded.cluster.name == load_published(figures).hardware
