@@ -36,8 +36,9 @@ from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by
 # The plan parameters this executor follows: it samples (hands over) and gathers an
 # iteration's minibatch only after the previous iteration's optimizer step (no loader
 # process runs ahead), and its feature store reads the sources in stages. The launcher
-# builds the run's plan with them.
-PLAN_PARAMS = {"prefetch": 0, "overlap_reads": False}
+# builds the run's plan with them. Its feature store has no feature service (paper 003's artifact's
+# gRPC path, a simulated option), so a run asking for one is refused rather than mis-planned.
+PLAN_PARAMS = {"prefetch": 0, "overlap_reads": False, "feature_service": False}
 
 
 def setup(ctx: WorkerContext) -> None:
