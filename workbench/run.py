@@ -30,6 +30,7 @@ from workbench.graph.csr import CSRGraph
 from workbench.hardware.spec import ClusterSpec
 from workbench.model import DTYPE_BYTES, build_model
 from workbench.plan import Plan
+from workbench.spine_cache import SpineStages
 from workbench.strategies.execution.base import ExecutionScheme, SchemeInputs
 
 DEFAULT_STRATEGIES = {"partition": "metis", "execution": "model-centric"}
@@ -104,13 +105,21 @@ def prepare_run(
     progress: bool = False,
     sample_cache: bool = True,
     cache_dir: str | None = None,
+    spine_cache: bool | None = None,
 ) -> PreparedRun:
-    """Load, partition, place and sample as ``config`` says; ``graph`` skips loading it again."""
+    """Load, partition, place and sample as ``config`` says; ``graph`` skips loading it again.
+
+    ``sample_cache``: keep the sampled epoch on disk (under ``cache_dir``). ``spine_cache``
+    (default: as ``sample_cache``): keep partitions, access estimates and placements too
+    (``workbench.spine_cache``), so a sweep computes what its points share once.
+    """
     from workbench.hardware import load_hardware
     from workbench.registry import EXECUTION_SCHEMES, PARTITIONERS, PLACEMENTS, SAMPLERS
 
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
+    # Partitions, estimates and placements a sweep's points share, cached with the samples.
+    spine = SpineStages(cache_dir, enabled=sample_cache if spine_cache is None else spine_cache)
 
     def stage(name: str) -> None:
         nonlocal clock
@@ -159,7 +168,9 @@ def prepare_run(
         # A partitioner with per-layer cost models (roc) models the run's layers.
         partition_params["in_dims"] = [layer.in_dim for layer in model.layers]
     partitioner = PARTITIONERS.create(partition_cfg.name, **partition_params)  # type: ignore[union-attr]
-    partition = partitioner.partition(graph, num_workers, np.random.default_rng(config.seed))
+    partition = spine.partition(
+        partitioner, partition_cfg.name, partition_params, graph, num_workers, config.seed
+    )  # type: ignore[union-attr]
     stage("partition")
 
     placement = None
@@ -184,7 +195,10 @@ def prepare_run(
             ),
             rng=np.random.default_rng([config.seed, 2]),
         )
-        placement = PLACEMENTS.create(placement_cfg.name, **placement_cfg.params).place(request)
+        strategy = PLACEMENTS.create(placement_cfg.name, **placement_cfg.params)
+        placement = spine.placement(
+            strategy, placement_cfg.name, placement_cfg.params, request, sampling_cfg, config.seed
+        )
     stage("placement")
 
     epoch: list[Any] = []

@@ -241,6 +241,9 @@ class Placement(ABC):
 
     registered_name: ClassVar[str]
     dynamic: ClassVar[bool] = False
+    # Whether ``place`` reads the request's access probabilities (estimating them from its
+    # ``access`` model when it carries none): a sweep then hands it a cached estimate.
+    uses_access_probability: ClassVar[bool] = False
 
     @abstractmethod
     def place(self, request: PlacementRequest) -> PlacementResult:

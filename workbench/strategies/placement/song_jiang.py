@@ -218,6 +218,8 @@ def algorithm1(
 class SongJiangPlacement(Placement):
     """Song & Jiang's cost-model placement: Rule 1 when peers are slow, Algorithm 1 (alpha) across fast peers."""
 
+    uses_access_probability = True
+
     def __init__(self, alpha: float | None = None, mode: str = "auto") -> None:
         if alpha is not None and not (0.0 < float(alpha) <= 1.0):
             raise ConfigError(f"song-jiang placement: alpha must lie in (0, 1], got {alpha}")
