@@ -65,7 +65,7 @@ from workbench.strategies.sampling.base import Block
 __all__ = ["PLAN_PARAMS", "evaluate", "run_epoch", "setup"]
 
 # As model-centric's: an iteration's minibatch is handed over after the previous step.
-PLAN_PARAMS = {"prefetch": 0}
+PLAN_PARAMS = {"prefetch": 0, "feature_service": False}  # no feature service in the real store
 
 
 def slice_conv(spec: LayerSpec, whole: nn.Module, begin: int, end: int, with_bias: bool) -> nn.Module:

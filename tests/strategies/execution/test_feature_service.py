@@ -80,3 +80,30 @@ def test_hopgnn_through_the_service_fetches_each_remote_row_it_needs(cache_dir, 
     assert moved(plan, "gather_remote") == moved(plain, "gather_remote") > 0
     assert moved(plan, "h2d") == moved(plain, "h2d") + (0 if pregather else moved(plain, "gather_remote"))
     assert np.isfinite(simulate(plan, prepared.cluster).makespan)
+
+
+def test_p3_through_the_service_looks_up_every_slice_row_each_worker_reads(cache_dir):
+    prepared = prepare_run(config({"name": "p3", "feature_service": True}), cache_dir=cache_dir)
+    plan, inputs = prepared.plan(), prepared.inputs
+    plain = prepare_run(config({"name": "p3"}), cache_dir=cache_dir).plan()
+    # Every worker reads its slice of every minibatch's input rows (no cache): 4 lookups per row.
+    rows = sum(int(mb.input_nodes.shape[0]) for row in inputs.epoch for mb in row)
+    serve = [t for t in plan.tasks if t.id.endswith(".host.serve")]
+    assert sum(t.features["vertices"] for t in serve) == 4 * rows
+    assert all(t.device.endswith(".host") for t in serve)
+    h2d = [sum(t.bytes for t in p.tasks if t.phase == "h2d") for p in (plan, plain)]
+    assert h2d[0] == h2d[1] > 0
+    assert not any(t.id.endswith(".serve") for t in plain.tasks)
+
+
+def test_naive_through_the_service_looks_up_each_row_at_its_stop_and_fetches_nothing_remote(cache_dir):
+    prepared = prepare_run(
+        config({"name": "naive-feature-centric", "feature_service": True}), cache_dir=cache_dir
+    )
+    plan = prepared.plan()
+    plain = prepare_run(config({"name": "naive-feature-centric"}), cache_dir=cache_dir).plan()
+    # Every stop reads rows of its own server: one local lookup per row, nothing over the network.
+    served = sum(t.features["vertices"] for t in plan.tasks if t.id.endswith(".serve.local"))
+    h2d = [sum(t.bytes for t in p.tasks if t.phase == "h2d") for p in (plan, plain)]
+    assert served * prepared.inputs.feature_bytes == h2d[0] == h2d[1] > 0
+    assert not any(t.phase == "gather_remote" for t in plan.tasks)

@@ -48,6 +48,7 @@ from workbench.strategies.execution._micrographs import (
     model_roots,
 )
 from workbench.strategies.execution.base import (
+    FEATURE_SERVICE_HELP,
     PREFETCH_HELP,
     ExecutionScheme,
     Prefetch,
@@ -58,6 +59,7 @@ from workbench.strategies.execution.base import (
     add_gradient_sync,
     add_resident_state,
     add_sampling,
+    add_service_reads,
     check_prefetch,
     feature_reads,
 )
@@ -105,15 +107,21 @@ def stops(inputs: SchemeInputs, d: int, vertices: np.ndarray) -> list[tuple[int,
 class NaiveFeatureCentricScheme(ExecutionScheme):
     """Naive feature-centric (HopGNN's strawman): the model and its partial results travel to the features."""
 
-    HELP = {"minibatches": MINIBATCHES_HELP, "prefetch": PREFETCH_HELP}
+    HELP = {
+        "minibatches": MINIBATCHES_HELP,
+        "prefetch": PREFETCH_HELP,
+        "feature_service": FEATURE_SERVICE_HELP + " (every row the naive tour reads is local to its stop)",
+    }
 
-    def __init__(self, minibatches: str = "global", prefetch: int = 1) -> None:
+    def __init__(self, minibatches: str = "global", prefetch: int = 1, feature_service: bool = False) -> None:
         self.minibatches = check_minibatches(minibatches, "naive-feature-centric")
         self.prefetch = check_prefetch(prefetch, "naive-feature-centric")
+        self.feature_service = feature_service
 
     def build(self, inputs: SchemeInputs) -> Plan:
         n = inputs.num_workers
-        plan = self.empty_plan(inputs, minibatches=self.minibatches, prefetch=self.prefetch)
+        service = {"feature_service": True} if self.feature_service else {}  # meta only when on
+        plan = self.empty_plan(inputs, minibatches=self.minibatches, prefetch=self.prefetch, **service)
         add_resident_state(plan, inputs)
         steps: list[str] = []
         ahead = Prefetch(self.prefetch)
@@ -172,7 +180,8 @@ class NaiveFeatureCentricScheme(ExecutionScheme):
                 )
                 ready = list(arrivals)
                 here = s
-            reads, gathered = add_feature_reads(plan, inputs, s, it, vertices, sample_deps, prefix)
+            read = add_service_reads if self.feature_service else add_feature_reads
+            reads, gathered = read(plan, inputs, s, it, vertices, sample_deps, prefix)
             assert mg.input_edge_src is not None  # cut with edge_sources
             edges = int(np.isin(mg.input_edge_src, vertices).sum())
             count = int(vertices.shape[0])

@@ -104,10 +104,16 @@ def structure_bytes(block: Block) -> int:
 class P3Scheme(ExecutionScheme):
     """P3: first layer model parallel over feature slices (partials all-to-all), the rest data parallel."""
 
-    HELP = {"prefetch": PREFETCH_HELP}
+    HELP = {
+        "prefetch": PREFETCH_HELP,
+        "feature_service": "each worker's host slice rows come through paper 003's artifact's feature "
+        "service (p3_cache.go): its server looks each row up and copies it (a host task per row) before "
+        "the host-to-device copy; false: straight from host memory",
+    }
 
-    def __init__(self, prefetch: int = 1) -> None:
+    def __init__(self, prefetch: int = 1, feature_service: bool = False) -> None:
         self.prefetch = check_prefetch(prefetch, "p3")
+        self.feature_service = feature_service
 
     def build(self, inputs: SchemeInputs) -> Plan:
         model = inputs.model
@@ -139,7 +145,8 @@ class P3Scheme(ExecutionScheme):
         dp_model = ModelSpec(f"{model.name} layers 2..{model.num_layers}", model.layers[1:])
         dp_inputs = dataclasses.replace(inputs, model=dp_model)
 
-        plan = self.empty_plan(inputs, slice_widths=widths, prefetch=self.prefetch)
+        service = {"feature_service": True} if self.feature_service else {}  # meta only when on
+        plan = self.empty_plan(inputs, slice_widths=widths, prefetch=self.prefetch, **service)
         for i, gpu in enumerate(inputs.workers):
             slice_model = ModelSpec(f"{model.name} layer 1 slice {i}", (slices[i],))
             state = dp_model.training_state_bytes(inputs.optimizer) + slice_model.training_state_bytes(
@@ -189,7 +196,7 @@ class P3Scheme(ExecutionScheme):
                     prefix = f"i{it}.w{i}.mb{j}"
                     deps = [ready[i][j]]
                     reads, gathered = self._slice_reads(
-                        plan, inputs, i, it, mb, widths[i] * per_dim, deps, prefix
+                        plan, inputs, i, it, mb, widths[i] * per_dim, deps, prefix, self.feature_service
                     )
                     src, dst, edges = block_sizes(mb)[0]
                     tid = f"{prefix}.fwd0-partial"
@@ -360,9 +367,11 @@ class P3Scheme(ExecutionScheme):
         slice_bytes: int,
         deps: list[str],
         prefix: str,
+        service: bool = False,
     ) -> tuple[list[str], list[str]]:
         """Worker ``i`` reads slice ``i`` of the minibatch's input vertices: cached ones with a gather
-        on its GPU, the rest from its machine's host memory. Returns task ids and gathered tensors."""
+        on its GPU, the rest from its machine's host memory (through the feature service's lookups
+        when ``service``). Returns task ids and gathered tensors."""
         vertices = mb.input_nodes
         gpu = inputs.workers[i]
         hit = (
@@ -391,6 +400,20 @@ class P3Scheme(ExecutionScheme):
             tensors.append(f"{prefix}.cached-slice")
         if misses:
             tid = f"{prefix}.host"
+            if service:  # the service looks each row's slice up and copies it into its reply
+                work = {"vertices": float(misses), "bytes": 2.0 * misses * slice_bytes}
+                host = inputs.host_of_worker(i)
+                plan.compute(
+                    f"{tid}.serve",
+                    host,
+                    "gather_local",
+                    deps,
+                    worker=i,
+                    iteration=it,
+                    items=misses,
+                    features=work,
+                )
+                deps = [f"{tid}.serve"]
             plan.transfer(
                 tid,
                 inputs.host_of_worker(i),
