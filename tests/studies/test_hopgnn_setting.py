@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
-from studies.study_hopgnn import points
+from studies.study_hopgnn import ELEMENT_CHANGE, element_table, points
 
 
 @pytest.mark.parametrize(("full", "scale", "batch"), [(True, 1.0, 8000), (False, 0.1, 800)])
@@ -28,4 +29,32 @@ def test_the_ablation_shares_its_dgl_and_all_points_with_the_main_gat_cells():
     ablation = {p.label["variant"]: p.key for p in ps if p.label["part"] == "ablation"}
     assert ablation["DGL"] in keys and ablation["All"] in keys  # computed once
     elements = [p for p in ps if p.label["part"] == "elements"]
-    assert {p.label["element"] for p in elements} == {"feature service", "merge rule", "setting"}
+    assert {p.label["element"] for p in elements} == {
+        "feature service",
+        "merge rule",
+        "setting",
+        "feature service (+MG)",
+        "feature service (P3)",
+    }
+
+
+def test_the_element_table_puts_each_elements_old_figure_beside_the_current_one():
+    rows = [
+        # part, variant, element, graph, model, scheme, epoch_s
+        ("ablation", "DGL", None, "products-like", "GAT", None, 6.0),
+        ("ablation", "All", None, "products-like", "GAT", None, 3.0),  # after: 6 / 3 = 2.0
+        ("elements", "baseline", "merge rule", None, None, None, 5.0),
+        ("elements", "scheme", "merge rule", None, None, None, 4.0),  # before: 5 / 4 = 1.25
+    ]
+    results = pd.DataFrame(
+        rows, columns=["part", "variant", "element", "graph", "model", "scheme", "epoch_s"]
+    )
+    table = element_table(results)
+    assert table.to_dict("records") == [
+        {
+            "claim": "HopGNN / DGL",
+            "element changed to the paper's": ELEMENT_CHANGE["merge rule"],
+            "figure before": 1.25,
+            "figure after": 2.0,
+        }
+    ]
