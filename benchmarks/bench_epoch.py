@@ -1,6 +1,6 @@
 """An epoch from a configuration, end to end, against DGL sampling the same epoch; and a sweep on cached samples.
 
-    .venv/bin/python benchmarks/bench_epoch.py [--graph products-like] [--rounds 3] [--threads N]
+    .venv/bin/python benchmarks/bench_epoch.py [--graph products-like] [--rounds 3] [--threads N] [--runs 3]
 
 (a) One epoch of ``model-centric`` on products-like (4 workers of hopgnn-4xa100-10gbe,
     GraphSAGE fanouts 15/10/5, batch 1024, each worker's seeds from its part of an
@@ -48,6 +48,7 @@ import time
 from typing import Any
 
 import numpy as np
+from machine import Machine, add_runs_option
 
 HARDWARE = ("hopgnn-4xa100-10gbe", "perlmutter-4xa100-slingshot")
 PLACEMENTS = ("none", "degree", "song-jiang")
@@ -113,6 +114,61 @@ def dgl_epoch(graph: Any, cfg: Any) -> tuple[float, int]:
     return time.perf_counter() - t0, len(seeds)
 
 
+def part_a(args: Any, graph: Any, machine: Machine, run: int) -> None:
+    """(a): one epoch end to end against DGL sampling the same seed batches."""
+    cfg = config(args.graph, args.scale, HARDWARE[0], "none", "model-centric", args.sampler)
+    # The first epoch of a process also compiles or loads numba's kernels and faults in the
+    # samplers' output pages (later epochs reuse them): shown, not counted in the median.
+    cold = run_epoch(cfg, graph, None)
+    print(
+        f"(a) first epoch of the process: {cold['total']:.2f} s (sample {cold['sample']:.2f}, "
+        f"plan {cold['plan']:.2f}, simulate {cold['simulate']:.2f})"
+    )
+    ours, dgl = [], []
+    for r in range(args.rounds):
+        stages = run_epoch(cfg, graph, None)
+        ours.append(stages)
+        seconds, count = dgl_epoch(graph, cfg)
+        dgl.append(seconds)
+        print(
+            f"(a) round {r}: workbench {stages['total']:.2f} s (partition {stages['partition']:.2f}, "
+            f"sample {stages['sample']:.2f}, plan {stages['plan']:.2f}, simulate {stages['simulate']:.2f}; "
+            f"{stages['minibatches']:.0f} minibatches, {stages['tasks']:.0f} tasks, simulated epoch "
+            f"{stages['epoch_s'] * 1e3:.1f} ms) | DGL sampling {seconds:.2f} s ({count} minibatches)"
+        )
+    mine = statistics.median(s["total"] for s in ours)
+    theirs = statistics.median(dgl)
+    print(f"(a) median: workbench epoch {mine:.2f} s vs DGL sampling {theirs:.2f} s: {mine / theirs:.2f}x")
+    machine.verdict(f"run {run}: (a) workbench epoch / DGL sampling, median", mine / theirs, at_most=0.5)
+
+
+def part_b(args: Any, graph: Any, machine: Machine, run: int) -> None:
+    """(b): the 12-configuration sweep on cached work against its first configuration alone."""
+    from workbench.registry import EXECUTION_SCHEMES
+
+    schemes = [s for s in args.schemes.split(",") if s in EXECUTION_SCHEMES.names()]
+    missing = [s for s in args.schemes.split(",") if s not in schemes]
+    if missing:
+        print(f"(b) not registered, left out: {', '.join(missing)}")
+    grid = [(h, pl, s) for s in schemes for h in HARDWARE for pl in PLACEMENTS]
+    with tempfile.TemporaryDirectory() as fresh:
+        first = run_epoch(config(args.graph, args.scale, *grid[0], args.sampler), graph, fresh)
+    with tempfile.TemporaryDirectory() as cache:
+        t0 = time.perf_counter()
+        for point in grid:
+            stages = run_epoch(config(args.graph, args.scale, *point, args.sampler), graph, cache)
+            print(
+                f"(b) {point[0]:<28} {point[1]:<11} {point[2]:<14} {stages['total']:6.2f} s "
+                f"(placement {stages['placement']:.2f}, sample {stages['sample']:.2f}, plan {stages['plan']:.2f}, "
+                f"simulate {stages['simulate']:.2f}); epoch {stages['epoch_s'] * 1e3:8.1f} ms"
+            )
+        sweep = time.perf_counter() - t0
+    print(f"(b) {len(grid)} configurations in {sweep:.2f} s vs the first alone {first['total']:.2f} s")
+    machine.verdict(
+        f"run {run}: (b) sweep of {len(grid)} / the first alone", sweep / first["total"], at_most=2.0
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--graph", default="products-like")
@@ -122,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sampler", default="bulk-matrix")
     p.add_argument("--schemes", default="model-centric,hopgnn", help="the sweep's two schemes")
     p.add_argument("--only", default="a,b", help="which parts to run: a, b or both")
+    add_runs_option(p)
     args = p.parse_args(argv)
+    machine = Machine.now()
 
     import os
 
@@ -130,7 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from workbench.graph.datasets import load_dataset
-    from workbench.registry import EXECUTION_SCHEMES
 
     threads = args.threads or os.cpu_count() or 1
     torch.set_num_threads(threads)
@@ -143,57 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{threads} threads"
     )
     parts = set(args.only.split(","))
-
-    if "a" in parts:
-        cfg = config(args.graph, args.scale, HARDWARE[0], "none", "model-centric", args.sampler)
-        # The first epoch of a process also compiles or loads numba's kernels and faults in the
-        # samplers' output pages (later epochs reuse them): shown, not counted in the median.
-        cold = run_epoch(cfg, graph, None)
-        print(
-            f"(a) first epoch of the process: {cold['total']:.2f} s (sample {cold['sample']:.2f}, "
-            f"plan {cold['plan']:.2f}, simulate {cold['simulate']:.2f})"
-        )
-        ours, dgl = [], []
-        for r in range(args.rounds):
-            stages = run_epoch(cfg, graph, None)
-            ours.append(stages)
-            seconds, count = dgl_epoch(graph, cfg)
-            dgl.append(seconds)
-            print(
-                f"(a) round {r}: workbench {stages['total']:.2f} s (partition {stages['partition']:.2f}, "
-                f"sample {stages['sample']:.2f}, plan {stages['plan']:.2f}, simulate {stages['simulate']:.2f}; "
-                f"{stages['minibatches']:.0f} minibatches, {stages['tasks']:.0f} tasks, simulated epoch "
-                f"{stages['epoch_s'] * 1e3:.1f} ms) | DGL sampling {seconds:.2f} s ({count} minibatches)"
-            )
-        mine = statistics.median(s["total"] for s in ours)
-        theirs = statistics.median(dgl)
-        print(
-            f"(a) median: workbench epoch {mine:.2f} s vs DGL sampling {theirs:.2f} s: "
-            f"{mine / theirs:.2f}x (target <= 0.5x: {'met' if mine <= 0.5 * theirs else 'NOT met'})"
-        )
-
-    if "b" in parts:
-        schemes = [s for s in args.schemes.split(",") if s in EXECUTION_SCHEMES.names()]
-        missing = [s for s in args.schemes.split(",") if s not in schemes]
-        if missing:
-            print(f"(b) not registered, left out: {', '.join(missing)}")
-        grid = [(h, pl, s) for s in schemes for h in HARDWARE for pl in PLACEMENTS]
-        with tempfile.TemporaryDirectory() as fresh:
-            first = run_epoch(config(args.graph, args.scale, *grid[0], args.sampler), graph, fresh)
-        with tempfile.TemporaryDirectory() as cache:
-            t0 = time.perf_counter()
-            for point in grid:
-                stages = run_epoch(config(args.graph, args.scale, *point, args.sampler), graph, cache)
-                print(
-                    f"(b) {point[0]:<28} {point[1]:<11} {point[2]:<14} {stages['total']:6.2f} s "
-                    f"(placement {stages['placement']:.2f}, sample {stages['sample']:.2f}, plan {stages['plan']:.2f}, "
-                    f"simulate {stages['simulate']:.2f}); epoch {stages['epoch_s'] * 1e3:8.1f} ms"
-                )
-            sweep = time.perf_counter() - t0
-        print(
-            f"(b) {len(grid)} configurations in {sweep:.2f} s vs the first alone {first['total']:.2f} s: "
-            f"{sweep / first['total']:.2f}x (target <= 2x: {'met' if sweep <= 2 * first['total'] else 'NOT met'})"
-        )
+    for run in range(args.runs):
+        print(f"run {run}:", flush=True)
+        if "a" in parts:
+            part_a(args, graph, machine, run)
+        if "b" in parts:
+            part_b(args, graph, machine, run)
+    machine.finish()
     return 0
 
 

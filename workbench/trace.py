@@ -156,21 +156,20 @@ def task_table(tasks: Sequence[Task], fields: Mapping[str, Sequence[Any]] | None
     buffer = np.fromiter(per_task["bytes"], dtype=np.int64, count=n)
     sent = buffer.copy()
     # A transfer's ends (and a copy within one memory sends nothing); "" for other kinds.
-    src = [s if k == "transfer" else "" for s, k in zip(per_task["src"], kinds, strict=True)]
-    dst = [d if k == "transfer" else "" for d, k in zip(per_task["dst"], kinds, strict=True)]
-    src_uniques, src_codes = _codes(src)
-    dst_uniques, dst_codes = _codes(dst)
+    src_uniques, src_codes = _codes_where(per_task["src"], is_transfer)
+    dst_uniques, dst_codes = _codes_where(per_task["dst"], is_transfer)
     same = (
         np.asarray(src_uniques, dtype=object)[src_codes] == np.asarray(dst_uniques, dtype=object)[dst_codes]
     )
     sent[is_transfer & same] = 0
     sent[is_compute] = 0
     buffer[is_compute] = 0
-    layer = np.fromiter(
-        (-1 if x is None or k != "compute" else x for x, k in zip(per_task["layer"], kinds, strict=True)),
-        dtype=np.int64,
-        count=n,
-    )
+    # A compute's layer; -1 where it names none, and for other kinds.
+    layers = np.empty(n, dtype=object)
+    layers[:] = per_task["layer"]
+    named = is_compute & ~np.equal(layers, None)
+    layer = np.full(n, -1, dtype=np.int64)
+    layer[named] = layers[named].astype(np.int64)
     collectives = (
         {
             i: (tasks[i].op or "", tasks[i].devices, tasks[i].bytes)
@@ -301,6 +300,16 @@ def _codes(values: Sequence[Any]) -> tuple[list, np.ndarray]:
     uniques = list(dict.fromkeys(values))
     index = {u: i for i, u in enumerate(uniques)}
     return uniques, np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
+
+
+def _codes_where(values: Sequence[Any], keep: np.ndarray) -> tuple[list, np.ndarray]:
+    """:func:`_codes` of ``values`` where ``keep``, and of "" elsewhere."""
+    if keep.all():
+        return _codes(values)
+    kept = np.empty(len(values), dtype=object)
+    kept[:] = values
+    kept[~keep] = ""
+    return _codes(kept.tolist())
 
 
 def _few_strings(values: Sequence[str]) -> pd.Series:
