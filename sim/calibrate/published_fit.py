@@ -322,6 +322,8 @@ def fit_published(
         method="trf",
         diff_step=DIFF_STEP,
         max_nfev=max_evaluations,
+        xtol=1e-4,  # log parameters: a 0.01% change, far below any figure's tolerance
+        ftol=1e-6,
         x_scale=1.0,
     )
     values = evaluator.values(result.x)
