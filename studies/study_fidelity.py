@@ -157,6 +157,14 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
             "(a load above the worker count means other processes shared the cores: they inflate and "
             "scatter the measured times).",
         )
+    page.add(
+        "The papers' testbeds",
+        "This page scores the simulator against this machine. The papers' own testbeds are fitted to the "
+        "figures each paper published besides its headline (gnnwb calibrate --published "
+        "studies/published/<paper>.toml), and each headline figure, held out of that fit, is simulated on "
+        "the fitted testbed: the errors per paper are on the 'published' study's page "
+        "(reports/studies/published/index.html; gnnwb study run published).",
+    )
     table.to_csv(folder / "results.csv", index=False)
     return page
 
