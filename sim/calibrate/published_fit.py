@@ -348,8 +348,8 @@ def fit_published(
 
 
 def figure_rows(pub: PublishedFigures, metrics: dict[str, Metrics]) -> list[dict[str, Any]]:
-    """Every figure with the workbench's value under ``metrics``: fitted ones, then held-out ones;
-    figures not used appear with their reason."""
+    """Every figure, in the file's order, with its role (fitted, headline, held out, not used) and the
+    workbench's value under ``metrics``; a figure not used carries its reason instead."""
     rows = []
     for f in pub.figures:
         row: dict[str, Any] = {
