@@ -36,7 +36,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from numbers import Integral
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
@@ -137,44 +136,6 @@ def _reciprocal_pattern(at: sp.csc_matrix, symmetric: bool) -> sp.spmatrix:
     return both
 
 
-Rows = tuple[np.ndarray, np.ndarray]  # (indptr, indices) of a 0/1 matrix's rows
-
-
-def _product_rows(graph: CSRGraph) -> tuple[Rows, Rows]:
-    """The rows of ``A^T`` and of ``B^T`` (see :func:`fanout_probability`), for :func:`_row_sums`.
-
-    On a graph that records being symmetric both are the graph's own arrays (row ``u`` of
-    ``A`` lists the same vertices as row ``u`` of ``A^T``); otherwise ``A^T`` and the
-    reciprocal pattern are built once, their rows sorted (scipy's CSR conversion sorts).
-    """
-    if graph_is_symmetric(graph):
-        own = (np.asarray(graph.indptr, dtype=np.int64), np.asarray(graph.indices, dtype=np.int64))
-        return own, own
-    at = _transposed_adjacency(graph)
-    rows = at.tocsr()
-    back = _reciprocal_pattern(at, False).tocsr()
-    as_rows = lambda m: (m.indptr.astype(np.int64), m.indices.astype(np.int64))  # noqa: E731
-    return as_rows(rows), as_rows(back)
-
-
-@numba.njit(parallel=True, cache=True)
-def _row_sums(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``M @ x`` for the 0/1 matrix ``M`` with these rows, in float32, each row summed in its
-    index order: a gather per row, so rows run in parallel without write conflicts.
-
-    Over sorted rows the additions are those of scipy's product of the CSC transpose
-    (each output summed over increasing column), in the same order: the same floats.
-    """
-    n = indptr.shape[0] - 1
-    out = np.empty(n, dtype=np.float32)
-    for u in numba.prange(n):
-        acc = np.float32(0.0)
-        for k in range(indptr[u], indptr[u + 1]):
-            acc += x[indices[k]]
-        out[u] = acc
-    return out
-
-
 def fanout_probability(
     graph: CSRGraph,
     fanouts: Sequence[int],
@@ -258,15 +219,16 @@ def fanout_probability(
         return q
     q[seeds] = min(1.0, batch_size / seeds.shape[0])
     degree = np.diff(graph.indptr)
-    (at_ptr, at_idx), (back_ptr, back_idx) = _product_rows(graph)
+    at = _transposed_adjacency(graph)
+    back = _reciprocal_pattern(at, graph_is_symmetric(graph))
     c = None  # q_{l-1} r_{l-1}: what u contributed to its neighbours' probability one step ago
     for fanout in reversed(fanouts):
         keep = np.minimum(1.0, fanout / np.maximum(degree, 1))
         qk = np.minimum(q * keep, _P_MAX)
-        log_miss = _row_sums(at_ptr, at_idx, np.log1p(-qk).astype(np.float32)).astype(np.float64)
+        log_miss = (at @ np.log1p(-qk).astype(np.float32)).astype(np.float64)
         if c is not None:
             z = (keep * (1.0 - q) / (1.0 - qk)).astype(np.float32)
-            np.minimum(log_miss + c * _row_sums(back_ptr, back_idx, z), 0.0, out=log_miss)
+            np.minimum(log_miss + c * (back @ z), 0.0, out=log_miss)
         log_miss += np.log1p(-np.minimum(q, _P_MAX))
         c = qk
         q = -np.expm1(log_miss)
