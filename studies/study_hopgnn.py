@@ -242,14 +242,14 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         pivot = main.pivot_table(index=["graph", "model"], columns="scheme", values="epoch_ms")
         pivot = pivot[[c for c in SCHEMES if c in pivot.columns]]
         flat = pivot.copy()
-        flat.index = [f"{g}\n{m}" for g, m in flat.index]
+        flat.index = [f"{g.replace(' (SBM)', ' SBM')}\n{m}" for g, m in flat.index]
         save(
             bar_chart(
                 flat,
                 "Epoch time by scheme (paper 003, Figs. 11-12)",
                 "graph / model",
                 "simulated epoch (ms)",
-                width=10,
+                width=max(10.0, 2.0 * len(flat)),  # room for each group's two-line label
             ),
             folder / "schemes.png",
         )
