@@ -55,11 +55,13 @@ def spine_cache_dir(cache_dir: str | os.PathLike | None) -> Path:
 
 
 def graph_key(graph: CSRGraph) -> str:
-    """``graph_fingerprint(graph)``, remembered for the last two graph objects of the process."""
+    """``graph_fingerprint(graph)`` and a hash of its training vertices (what a training-balanced
+    partitioner and the access estimate's seeds read besides the structure), remembered for
+    the last two graph objects of the process."""
     for known, key in _GRAPH_FINGERPRINTS:
         if known is graph:
             return key
-    key = graph_fingerprint(graph)
+    key = f"{graph_fingerprint(graph)}-{array_key(graph.train_nids())}"
     _GRAPH_FINGERPRINTS.insert(0, (graph, key))
     del _GRAPH_FINGERPRINTS[2:]
     return key
