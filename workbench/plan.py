@@ -289,7 +289,11 @@ class Plan:
                 if d not in position:
                     in_order = False  # itself, a later task, or an unknown one (checked later)
             position[task.id] = i
-            if nodes is not None:
+            # (A compute's device or a transfer's ends known: the common case, without a list.)
+            if nodes is not None and not (
+                (task.kind == "compute" and task.device in nodes)
+                or (task.kind == "transfer" and task.src in nodes and task.dst in nodes)
+            ):
                 for node in task.memories():
                     if node not in nodes:
                         raise PlanError(f"{self._where(task)}: the hardware has no device or memory {node!r}")
@@ -564,6 +568,7 @@ def _is_amount(x: Any) -> bool:
 
 
 _FLOAT_MAX = sys.float_info.max  # also false for NaN, and compares exactly with any int
+_INF = math.inf
 
 
 def _is_name(x: Any) -> bool:
@@ -581,19 +586,30 @@ def check_task(t: Task, plan_name: str = "plan") -> None:
     only on error, and the common field values pass with a type test or two.
     """
 
-    if not _is_name(t.id):
+    # Each test below tries the common case inline first (a plain int, str or float: a
+    # type test and a comparison, no call), then the general rule's function.
+    if not ((type(t.id) is str and t.id) or _is_name(t.id)):
         raise PlanError(f"plan {plan_name!r}: a task has an empty or non-string id ({t.id!r})")
     kind = t.kind
     if kind not in TASK_KINDS:
         raise _fail(plan_name, t, f"unknown kind {kind!r}; allowed: {', '.join(TASK_KINDS)}")
     if type(t.phase) is not str or t.phase not in _PHASE_SET:
         raise _fail(plan_name, t, f"unknown phase {t.phase!r}; allowed: {', '.join(PHASES)}")
-    if not (
-        _is_count(t.bytes)
-        and _is_count(t.items)
-        and _is_count(t.memory)
-        and _is_count(t.worker)
-        and _is_count(t.iteration)
+    b, items, memory, worker, iteration = t.bytes, t.items, t.memory, t.worker, t.iteration
+    plain = (
+        type(b) is int
+        and type(items) is int
+        and type(memory) is int
+        and type(worker) is int
+        and type(iteration) is int
+        and 0 <= b <= INT64_MAX
+        and 0 <= items <= INT64_MAX
+        and 0 <= memory <= INT64_MAX
+        and 0 <= worker <= INT64_MAX
+        and 0 <= iteration <= INT64_MAX
+    )
+    if not plain and not (
+        _is_count(b) and _is_count(items) and _is_count(memory) and _is_count(worker) and _is_count(iteration)
     ):
         field_name = next(f for f in _TASK_COUNTS if not _is_count(getattr(t, f)))
         value = getattr(t, field_name)
@@ -607,12 +623,12 @@ def check_task(t: Task, plan_name: str = "plan") -> None:
     if type(t.deps) is not list:
         raise _fail(plan_name, t, f"deps must be a list of task ids, got {t.deps!r}")
     for d in t.deps:
-        if not _is_name(d):
+        if not ((type(d) is str and d) or _is_name(d)):
             raise _fail(plan_name, t, f"deps must be a list of task ids, got {t.deps!r}")
     if type(t.features) is not dict:
         raise _fail(plan_name, t, f"features must be an object of numbers, got {t.features!r}")
     for k, v in t.features.items():
-        if not _is_amount(v):
+        if not ((type(v) is float and 0.0 <= v < _INF) or _is_amount(v)):
             raise _fail(plan_name, t, f"cost feature {k!r} must be a finite non-negative number, got {v!r}")
     if type(t.allocate) is not dict:
         raise _fail(plan_name, t, f"allocate must map tensor names to bytes, got {t.allocate!r}")
@@ -627,10 +643,12 @@ def check_task(t: Task, plan_name: str = "plan") -> None:
         if len(set(t.free)) != len(t.free):
             raise _fail(plan_name, t, "free names a tensor twice")
     if kind == "compute":
-        if not _is_name(t.device):
+        device = t.device
+        if not ((type(device) is str and device) or _is_name(device)):
             raise _fail(plan_name, t, "a compute task needs a device")
     elif kind == "transfer":
-        if not _is_name(t.src) or not _is_name(t.dst):
+        src, dst = t.src, t.dst
+        if not ((type(src) is str and src and type(dst) is str and dst) or (_is_name(src) and _is_name(dst))):
             raise _fail(plan_name, t, "a transfer needs src and dst")
     else:
         if t.op not in COLLECTIVE_OPS:
