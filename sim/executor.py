@@ -48,6 +48,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain, repeat
+from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -190,7 +192,8 @@ def _structure(checked: CheckedPlan) -> _Structure:
     users: list[int] = dst[np.argsort(src, kind="stable")].tolist()
     first_user: list[int] = first.tolist()
     kinds = fields["kind"]
-    others = [i for i, k in enumerate(kinds) if k != "compute"]
+    is_compute = np.fromiter(map("compute".__eq__, kinds), dtype=bool, count=n)
+    others: list[int] = np.flatnonzero(~is_compute).tolist()
     src_of, dst_of = fields["src"], fields["dst"]
     structure = checked.derived["sim.structure"] = _Structure(
         waiting=counts.tolist(),
@@ -198,11 +201,19 @@ def _structure(checked: CheckedPlan) -> _Structure:
         first_user=first_user,
         user_counts=np.diff(first).tolist(),
         memory_actions=task_memory(tasks, kinds, users, first_user, fields),
-        compute=[i for i, k in enumerate(kinds) if k == "compute"],
+        compute=np.flatnonzero(is_compute).tolist(),
         others=others,
         route_keys=[(src_of[i] or "", dst_of[i] or "") if kinds[i] == "transfer" else () for i in others],  # type: ignore[misc]
     )
     return structure
+
+
+def _pick(values: list[Any], positions: list[int]) -> list[Any]:
+    """``[values[i] for i in positions]``, in one C-level call."""
+    if not positions:
+        return []
+    picked = itemgetter(*positions)(values)
+    return [picked] if len(positions) == 1 else list(picked)
 
 
 class _Run:
@@ -285,7 +296,7 @@ class _Run:
         """Every task's compute duration (0 for others), jitter included."""
         tasks = self.tasks
         seconds = executor.cost_model.seconds_many(
-            [tasks[i] for i in compute], self.cluster, [features[i] for i in compute]
+            _pick(tasks, compute), self.cluster, _pick(features, compute)
         )
         if executor.jitter > 0:
             sigma = executor.jitter

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from workbench.errors import InfeasiblePlanError, PlanError
 from workbench.hardware.spec import ClusterSpec
 from workbench.plan import Plan, Task
@@ -98,20 +100,16 @@ def task_memory(
             for name in ("memory", "allocate", "free", "src", "dst", "bytes")
         }
     src, dst, nbytes, allocate = fields["src"], fields["dst"], fields["bytes"], fields["allocate"]
-    buffered = [
-        i
-        for i, k in enumerate(kinds)
-        if k == "transfer" and not allocate[i] and src[i] != dst[i] and nbytes[i] > 0
-    ]
+    # Transfers that name no buffer (found in bulk; per task only among those).
+    unnamed = np.fromiter(map("transfer".__eq__, kinds), dtype=bool, count=n) & ~_truthy(allocate)
+    buffered = [i for i in np.flatnonzero(unnamed).tolist() if src[i] != dst[i] and nbytes[i] > 0]
     consumes: dict[int, list[int]] = {}
     for j in buffered:
         for u in users[first_user[j] : first_user[j + 1]]:
             consumes.setdefault(u, []).append(j)
     buffered_set = set(buffered)
     out: list[TaskMemory | None] = [None] * n
-    holding = [
-        i for i, held in enumerate(zip(fields["memory"], allocate, fields["free"], strict=True)) if any(held)
-    ]
+    holding = np.flatnonzero(_truthy(fields["memory"]) | _truthy(allocate) | _truthy(fields["free"])).tolist()
     touching = sorted(buffered_set.union(consumes, holding))
     for i in touching:
         t = tasks[i]
@@ -131,6 +129,11 @@ def task_memory(
             consumes.get(i, []),
         )
     return out
+
+
+def _truthy(values: Sequence[Any]) -> np.ndarray:
+    """``bool(v)`` of every value (a non-zero count, a non-empty dict or list), as a mask."""
+    return np.fromiter(map(bool, values), dtype=bool, count=len(values))
 
 
 class MemoryTimeline:
