@@ -78,3 +78,32 @@ def test_trace_matches_golden(name: str, plan: Plan, hardware: Any, kw: dict[str
     golden = pd.read_parquet(trace_path)
     pd.testing.assert_frame_equal(result.trace, golden, check_exact=True)
     assert json.loads(json.dumps(summary)) == json.loads(summary_path.read_text())
+
+
+@pytest.mark.parametrize("name,plan,hardware,kw", CASES, ids=[c[0] for c in CASES])
+def test_a_checked_plan_simulated_again_gives_the_golden_trace(
+    name: str, plan: Plan, hardware: Any, kw: dict[str, Any]
+) -> None:
+    """A snapshot (validated once, its setup and trace columns derived on the first run)
+    gives the same trace on every run, also after a run on other hardware in between."""
+    checked = plan.checked()
+    golden = pd.read_parquet(GOLDEN / f"{name}.trace.parquet")
+    for _ in range(2):
+        result = simulate(checked, hardware, run_id="golden", **kw)
+        pd.testing.assert_frame_equal(result.trace, golden, check_exact=True)
+        if name.startswith("bench-sim"):  # the same snapshot on another cluster in between
+            simulate(checked, load_hardware("v100x8-nvswitch"), run_id="other", **kw)
+
+
+def test_a_checked_plan_refuses_hardware_without_its_nodes_as_the_plan_does() -> None:
+    from workbench.errors import PlanError
+
+    plan = _bench_plan(200)
+    hardware = load_hardware("hopgnn-4xa100-10gbe")  # one GPU per machine
+    with pytest.raises(PlanError) as direct:
+        simulate(plan, hardware)
+    with pytest.raises(
+        PlanError, match="task 'i0.w1.h2d': the hardware has no device or memory 'm0.gpu1'"
+    ) as snap:
+        simulate(plan.checked(), hardware)
+    assert str(snap.value) == str(direct.value)
