@@ -246,8 +246,9 @@ class Plan:
 
         The plan is read and checked once here (as :meth:`validate` with ``known_nodes``);
         each simulation of the snapshot checks only that its hardware has the nodes the
-        plan names (:meth:`CheckedPlan.check_nodes`). Changes made to the plan afterwards
-        are not seen by the snapshot: take a new one.
+        plan names (:meth:`CheckedPlan.check_nodes`). The snapshot holds the task list as
+        it is now, but shares the task objects: change no task while it is in use, and take
+        a new snapshot after changing the plan.
         """
         order, position = self._validated(known_nodes)
         columns = PlanColumns.of(self.tasks)
