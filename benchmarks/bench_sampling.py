@@ -209,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         if {"dgl", "neighbor"} <= set(median):
             ratio = median["neighbor"] / median["dgl"]
             machine.verdict(f"run {attempt}: neighbor / DGL minibatches per second", ratio, at_least=1.0)
-            machine.verdict(f"run {attempt}: neighbor / DGL, no worse than before issue 28", ratio, at_least=1.59)
+            machine.verdict(
+                f"run {attempt}: neighbor / DGL, no worse than before issue 28", ratio, at_least=1.59
+            )
         if {"dgl", "bulk-matrix"} <= set(median):
             ratio = median["bulk-matrix"] / median["dgl"]
             machine.verdict(f"run {attempt}: bulk-matrix / DGL minibatches per second", ratio, at_least=2.0)

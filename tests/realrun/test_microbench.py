@@ -151,7 +151,10 @@ def test_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ConfigError, match="multiples of 4"):
         MicrobenchConfig.default("cpu", comm_bytes=(6,))
     assert main(["microbench", "--only", "fft"]) == 2
-    assert "gnnwb microbench: error: --only 'fft': unknown benchmark 'fft'; valid: h2d" in capsys.readouterr().err
+    assert (
+        "gnnwb microbench: error: --only 'fft': unknown benchmark 'fft'; valid: h2d"
+        in capsys.readouterr().err
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")

@@ -232,7 +232,10 @@ MAX_LAYER_SIZE = 2**31 - 1
 def add_graph_arguments(p: argparse.ArgumentParser) -> None:
     """``--graph``, ``--scale`` and ``--graph-seed``: which graph to load, as ``load_graph`` reads them."""
     p.add_argument(
-        "--graph", required=True, help="dataset preset, ad-hoc spec (er:n=1000,deg=8) or graph file"
+        "--graph",
+        required=True,
+        type=nonempty_arg("graph"),
+        help="dataset preset, ad-hoc spec (er:n=1000,deg=8) or graph file",
     )
     p.add_argument(
         "--scale",
