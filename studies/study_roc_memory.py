@@ -99,6 +99,7 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         "The workbench schedules one full-graph GCN training step on one simulated P100 at capacities between the "
         "largest operator's working set and everything fitting, and simulates it.",
     )
+    page.add("Setting (paper 000, section 7.7)", table=setting_table(results))
     rows = []
     for hidden, sub in results.groupby("hidden"):
         loads = sub.pivot_table(index="capacity_MB", columns="policy", values="loads_MB")[list(POLICIES)]
@@ -158,6 +159,36 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         )
     results.to_csv(folder / "results.csv", index=False)
     return page
+
+
+def setting_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 10's setting beside the study's (read from the results: hidden widths, capacities)."""
+    full = results["hidden"].nunique() > 1
+    scale = 0.2 if full else 0.05
+    hidden = ", ".join(str(int(h)) for h in sorted(results["hidden"].unique()))
+    capacities = results["capacity_MB"]
+    rows = [
+        (
+            "graph",
+            "Reddit: 232,965 vertices, 114.8M edges (average degree 492), 602 features, 41 classes",
+            f"reddit-like (R-MAT) at {scale:g} of Reddit's vertices (~{round(232_965 * scale):,}) and a tenth of "
+            "its average degree (49), 602 features, 41 classes",
+        ),
+        ("model", "GCN (width not given)", f"GCN, 2 layers, hidden {hidden}"),
+        ("hardware", "one P100 (16 GB) of ROC's cluster", "one simulated P100 of roc-4x4p100-nvlink-ib"),
+        (
+            "GPU memory for the policy",
+            "the P100's, with Reddit not fitting (TensorFlow, DGL and PyG ran out of memory)",
+            f"swept from {capacities.min():.0f} MB (just above the largest operator's working set) to "
+            f"{capacities.max():.0f} MB (everything still needed fits)",
+        ),
+        (
+            "figure",
+            "GB moved between GPU and DRAM per epoch, and the epoch time",
+            "h2d loads of one step (= epoch)",
+        ),
+    ]
+    return pd.DataFrame(rows, columns=["", "paper", "study"])
 
 
 register_study(
