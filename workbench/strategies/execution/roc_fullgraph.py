@@ -86,6 +86,35 @@ def part_layouts(graph, owner: np.ndarray, num_parts: int) -> list[PartLayout]: 
     return out
 
 
+def machine_halo_bytes(
+    layouts: list[PartLayout], in_dims: list[int], worker_machine: np.ndarray, training: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Halo bytes one iteration sends and receives between machines, per machine: ``(sent, received)``.
+
+    The bytes this scheme plans (``_halo``): for every layer ``l`` and part ``p``, ``p``'s halo
+    rows from each owner ``q`` (``in_dims[l]`` floats each) and, when training, for ``l > 0``
+    their gradients back from ``p`` to ``q``. Only pairs on different machines count (part ``p``
+    runs on worker ``p``). The busiest machine's NIC bounds the iteration when the network
+    dominates, which ROC's cost model (compute per part) does not see.
+    """
+    machines = int(worker_machine.max()) + 1 if len(worker_machine) else 0
+    sent = np.zeros(machines, dtype=np.int64)
+    received = np.zeros(machines, dtype=np.int64)
+    forward = sum(in_dims) * DTYPE_BYTES
+    backward = sum(in_dims[1:]) * DTYPE_BYTES if training else 0
+    for p, lay in enumerate(layouts):
+        mp = int(worker_machine[p])
+        for q, count in lay.halo.items():
+            mq = int(worker_machine[q])
+            if mp == mq:
+                continue
+            received[mp] += count * forward
+            sent[mq] += count * forward
+            sent[mp] += count * backward
+            received[mq] += count * backward
+    return sent, received
+
+
 @EXECUTION_SCHEMES.register("roc-fullgraph")
 class RocFullGraphScheme(ExecutionScheme):
     """ROC: full-graph training, a part per GPU, halo exchange per layer, a per-GPU memory policy."""
