@@ -134,14 +134,18 @@ def run_sim(args: argparse.Namespace) -> int:
     cluster, cost_model = load_hardware_or_profile(hardware)
     if args.cost_model:
         cost_model = LinearCostModel.from_json(Path(args.cost_model))
-    result = simulate(
-        plan,
-        cluster,
-        cost_model=cost_model,
-        run_id=args.run_id or plan.name,
-        seed=args.seed,
-        jitter=args.jitter,
-    )
+    try:
+        result = simulate(
+            plan,
+            cluster,
+            cost_model=cost_model,
+            run_id=args.run_id or plan.name,
+            seed=args.seed,
+            jitter=args.jitter,
+        )
+    except PlanError as exc:
+        # Which file on which hardware: a plan that fits one cluster need not fit the one given.
+        raise type(exc)(f"{args.plan} on {hardware}: {exc}") from None
     print(f"plan {plan.name!r} on {cluster.name}: {len(plan.tasks)} tasks")
     _print_result(result.trace, result.memory, cluster)
     print(f"makespan: {result.makespan * 1e3:.6f} ms ({result.makespan:.9g} s)")
