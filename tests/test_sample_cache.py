@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench import epoch
+from workbench import atomic, epoch
 from workbench.graph.datasets import load_dataset
 from workbench.registry import SAMPLERS
 
@@ -44,7 +44,7 @@ if mode == "shared":  # the old writer: one temporary name for everybody
         tmp = path.with_suffix(".tmp.npz")
         np.savez(tmp, **arrays)
         tmp.replace(path)
-    epoch._write_atomically = shared_name
+    epoch.write_npz_atomically = shared_name
 minibatches = epoch._load(source, iterations, 1)
 Path(ready).touch()
 while not Path(go).exists():
@@ -126,9 +126,9 @@ def test_an_interrupted_write_leaves_no_temporary(tmp_path, monkeypatch) -> None
     def interrupted(file, **arrays):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(epoch.np, "savez", interrupted)
+    monkeypatch.setattr(atomic.np, "savez", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        epoch._write_atomically(tmp_path / "entry.npz", {"a": np.zeros(3)})
+        atomic.write_npz_atomically(tmp_path / "entry.npz", {"a": np.zeros(3)})
     assert list(tmp_path.iterdir()) == []
 
 

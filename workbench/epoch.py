@@ -21,13 +21,13 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from workbench.atomic import write_npz_atomically
 from workbench.errors import ConfigError
 from workbench.graph.csr import CSRGraph
 from workbench.strategies.sampling.base import Block, Minibatch, Sampler
@@ -186,30 +186,11 @@ def _save(path: Path, epoch: list[list[Minibatch]]) -> None:
     weights = [b.edge_weight for b in blocks if b.edge_weight is not None]
     arrays["edge_weight"] = np.concatenate(weights) if weights else np.zeros(0, np.float32)
     try:
-        _write_atomically(path, arrays)
+        write_npz_atomically(path, arrays)
     except OSError as exc:  # a read-only or full cache is not fatal: the epoch is in memory
         print(
             f"sample cache: could not write {path} ({exc.strerror}); continuing without it", file=sys.stderr
         )
-
-
-def _write_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write ``arrays`` to ``path`` through a temporary file of its own in the same folder.
-
-    Parallel study points sample the same epoch and write the same entry at once: each
-    writer has a unique temporary name (``mkstemp``) and ``os.replace`` swaps a complete
-    file in, so no writer trips over another's file, the last one wins with identical
-    contents, and a reader never sees half a file. A failed write leaves no temporary behind.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _load(path: Path, iterations: int, workers: int) -> list[list[Minibatch]] | None:

@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
@@ -33,6 +32,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from workbench.atomic import write_npz_atomically
 from workbench.epoch import default_cache_dir, graph_fingerprint
 from workbench.graph.csr import CSRGraph
 from workbench.strategies.partition.base import Partitioner, PartitionResult
@@ -126,15 +126,7 @@ def _write(path: Path, arrays: Arrays) -> None:
     """Through a temporary file of its own in the same folder, so parallel writers and readers never
     see half a file; a cache that cannot be written is not fatal (the result is in memory)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_npz_atomically(path, arrays)
     except OSError as exc:
         print(f"spine cache: could not write {path} ({exc.strerror}); continuing without it", file=sys.stderr)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from workbench.atomic import write_npz_atomically
 from workbench.errors import GraphFormatError
 from workbench.graph.csr import CSRGraph
 
@@ -56,15 +56,7 @@ def save_graph(graph: CSRGraph, path: str | os.PathLike) -> Path:
         "meta": graph.meta,
     }
     arrays["header"] = np.frombuffer(json.dumps(header, default=_json_default).encode(), dtype=np.uint8)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_npz_atomically(path, arrays)
 
 
 def load_graph(path: str | os.PathLike, *, validate: bool = True) -> CSRGraph:
