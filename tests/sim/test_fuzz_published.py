@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -141,12 +142,10 @@ def test_the_shipped_files_load_as_written(tmp_path: Path) -> None:
 
 
 def test_the_property_catches_a_two_line_message(tmp_path: Path, monkeypatch) -> None:
-    import tests.sim.test_fuzz_published as me
-
     def two_lines(*_: Any, **__: Any) -> None:
         raise WorkbenchError("one\ntwo")
 
-    monkeypatch.setattr(me, "load_published", two_lines)
+    monkeypatch.setattr(sys.modules[__name__], "load_published", two_lines)
     with pytest.raises(AssertionError):
         check_file(*next(iter(BASES.items())), tmp_path)
 
