@@ -10,6 +10,13 @@ frequently accessed vertices and the rest stays in host memory: that is PaGraph'
 variant, which "stores the graph on CPU and buffers the most frequently accessed
 nodes of each partition on GPU" (same slide).
 
+Which vertices of an overflowing partition stay is ``fill``: ``most-accessed``
+(default, PaGraph's rule above) or ``random``, a uniformly random subset of the
+partition (seeded by ``fill_seed``): a store that loads whatever rows of its part fit,
+knowing nothing of access frequencies. Song & Jiang's slides do not say how their
+random-partitioning baseline fills a GPU smaller than its part; ``random`` is the
+alternative to PaGraph's rule that the ``placement`` study measures.
+
 The owner array comes from the request or, if absent, from the partitioner named by
 ``partitioner`` (resolved through ``PARTITIONERS`` when placing).
 """
@@ -30,16 +37,31 @@ from workbench.strategies.placement.base import (
 )
 from workbench.strategies.placement.probability import request_probability
 
+# How a GPU whose partition exceeds its cache picks the vertices it keeps.
+FILLS = ("most-accessed", "random")
+
 
 @PLACEMENTS.register("partitioned")
 class PartitionedPlacement(Placement):
     """DGL-style: GPU g holds partition g's features (most-accessed first if it overflows); others fetch from it."""
 
     def __init__(
-        self, partitioner: str | None = None, partitioner_params: dict[str, Any] | None = None
+        self,
+        partitioner: str | None = None,
+        partitioner_params: dict[str, Any] | None = None,
+        fill: str = "most-accessed",
+        fill_seed: int = 0,
     ) -> None:
+        if fill not in FILLS:
+            raise ConfigError(f"partitioned placement: fill {fill!r}; allowed: {', '.join(FILLS)}")
+        if isinstance(fill_seed, bool) or not isinstance(fill_seed, int) or fill_seed < 0:
+            raise ConfigError(
+                f"partitioned placement: fill_seed must be a non-negative integer, got {fill_seed!r}"
+            )
         self.partitioner = partitioner
         self.partitioner_params = dict(partitioner_params or {})
+        self.fill = fill
+        self.fill_seed = fill_seed
 
     def owner_for(self, request: PlacementRequest) -> np.ndarray:
         if request.owner is not None:
@@ -66,9 +88,12 @@ class PartitionedPlacement(Placement):
         if sizes.max(initial=0) <= cap:
             kept = np.ones(request.num_nodes, dtype=bool)
         else:
-            # Stable order by probability, then a stable sort by owner: each partition's
-            # vertices, most accessed first; the first `cap` of each partition stay on its GPU.
-            by_prob = descending_order(request_probability(request))
+            # Stable order by probability (or a random order), then a stable sort by owner: each
+            # partition's vertices, most accessed first; the first `cap` of each partition stay on its GPU.
+            if self.fill == "random":
+                by_prob = np.random.default_rng(self.fill_seed).permutation(request.num_nodes)
+            else:
+                by_prob = descending_order(request_probability(request))
             by_part = by_prob[np.argsort(owner[by_prob], kind="stable")]
             starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
             rank_in_part = np.arange(request.num_nodes) - np.repeat(starts, sizes)
