@@ -22,6 +22,7 @@ table { border-collapse: collapse; margin: 1rem 0; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
 th { background: #f3f3f3; }
 td:first-child, th:first-child { text-align: left; }
+table.words td, table.words th { text-align: left; }
 img { max-width: 100%; border: 1px solid #eee; }
 .note { color: #555; }
 pre { background: #f7f7f7; padding: 0.5rem; font-size: 0.8rem; overflow-x: auto; }
@@ -42,6 +43,7 @@ class Section:
     escape: bool = True  # False when the table's cells are already HTML (links)
     code: str = ""  # shown as preformatted text (a configuration)
     judgement: Judgement | None = None  # the verdict on the paper's claim this section checks
+    words: bool = False  # a table of sentences, not figures: cells read left to right
 
 
 @dataclass
@@ -97,6 +99,7 @@ class ReportPage:
                         border=0,
                         escape=s.escape,
                         na_rep="n/a",
+                        classes="words" if s.words else None,
                     )
                 )
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -139,6 +142,7 @@ def update_index(reports_dir: Path) -> Path:
         columns=["report", "verdicts", "summary"],
     )
     page.add("Reports", _verdict_text(totals, "Claims over all studies: "), table=table, escape=False)
+    page.sections[-1].words = True
     return page.write(reports_dir)
 
 
