@@ -99,7 +99,7 @@ class ReportPage:
                         border=0,
                         escape=s.escape,
                         na_rep="n/a",
-                        classes="words" if s.words else None,
+                        classes="words" if s.words or _all_text(s.table) else None,
                     )
                 )
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -144,6 +144,11 @@ def update_index(reports_dir: Path) -> Path:
     page.add("Reports", _verdict_text(totals, "Claims over all studies: "), table=table, escape=False)
     page.sections[-1].words = True
     return page.write(reports_dir)
+
+
+def _all_text(table: pd.DataFrame) -> bool:
+    """A table with no column of figures (a setting, a list of notes) reads left to right."""
+    return len(table.columns) > 0 and all(table[c].dtype == object for c in table.columns)
 
 
 def _verdict_text(verdicts: dict[str, int] | None, prefix: str = "") -> str:
