@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from workbench import validate
 from workbench.cli.common import (
     MAX_EPOCHS,
     MAX_LAYERS,
+    OPTION,
+    _checked,
     accept_negative_values,
     add_graph_arguments,
     check_at_most_vertices,
@@ -59,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--capacity",
         required=True,
+        type=_checked(capacity_form),
         help="per-GPU cache: vertices (200000), a share of the graph (20%%), or bytes of GPU memory "
         "(4GiB, converted with the graph's feature dimension and 4-byte floats)",
     )
@@ -105,29 +109,62 @@ def register(sub: argparse._SubParsersAction) -> None:
     set_handler(p, _place)
 
 
-def parse_capacity(text: str, num_nodes: int, feat_dim: int) -> int:
-    """Vertices from ``200000``, ``20%`` (of the graph) or a size with a unit (``4GiB``)."""
+@dataclass(frozen=True)
+class CacheCapacity:
+    """A per-GPU cache as written: vertices, a share of the graph, or bytes of GPU memory.
+
+    Its form is checked as the option is parsed, so ``--capacity nan`` is refused before a
+    graph is generated; what it is in vertices needs the graph (its size, its feature width).
+    """
+
+    text: str
+    vertices: int | None = None
+    share: float | None = None
+    nbytes: int | None = None
+
+    def in_vertices(self, num_nodes: int, feat_dim: int) -> int:
+        from workbench.strategies.placement.base import capacity_in_vertices
+
+        if self.vertices is not None:
+            return self.vertices
+        if self.share is not None:
+            return int(self.share * num_nodes)
+        if feat_dim < 1:
+            raise ConfigError(
+                f"--capacity {self.text!r} is a size, but the graph has no feature dimension; give vertices"
+            )
+        assert self.nbytes is not None
+        return capacity_in_vertices(self.nbytes, feat_dim)
+
+
+def capacity_form(text: str) -> CacheCapacity:
+    """``200000`` (vertices), ``20%`` (of the graph) or a size with a unit (``4GiB``); errors name
+    the option as :data:`OPTION`."""
     from workbench.hardware.units import parse_size
-    from workbench.strategies.placement.base import capacity_in_vertices
 
     t = text.strip()
     if t.startswith("-"):  # -1, -1% and -4GiB alike
-        raise ConfigError(f"--capacity must not be negative, got {text!r}")
+        raise ConfigError(f"{OPTION} must not be negative, got {text!r}")
     if t.endswith("%"):
         try:
             share = float(t[:-1]) / 100
         except ValueError:
-            raise ConfigError(f"--capacity {text!r}: not a percentage") from None
+            raise ConfigError(f"{OPTION} {text!r}: not a percentage") from None
         if not 0 <= share <= 1:  # NaN fails this too
-            raise ConfigError(f"--capacity {text!r}: a share of the graph must lie in 0%..100%")
-        return int(share * num_nodes)
+            raise ConfigError(f"{OPTION} {text!r}: a share of the graph must lie in 0%..100%")
+        return CacheCapacity(text, share=share)
     if t.isascii() and t.isdigit():
-        return validate.integer(int(t), "--capacity (vertices)", minimum=0)
-    if feat_dim < 1:
-        raise ConfigError(
-            f"--capacity {text!r} is a size, but the graph has no feature dimension; give vertices"
-        )
-    return capacity_in_vertices(parse_size(t, "--capacity"), feat_dim)
+        return CacheCapacity(text, vertices=validate.integer(int(t), f"{OPTION} (vertices)", minimum=0))
+    return CacheCapacity(text, nbytes=parse_size(t, OPTION))
+
+
+def parse_capacity(text: str, num_nodes: int, feat_dim: int) -> int:
+    """Vertices from ``200000``, ``20%`` (of the graph) or a size with a unit (``4GiB``)."""
+    try:
+        form = capacity_form(text)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace(OPTION, "--capacity")) from None
+    return form.in_vertices(num_nodes, feat_dim)
 
 
 def _place(args: argparse.Namespace) -> int:
@@ -150,7 +187,7 @@ def _place(args: argparse.Namespace) -> int:
 
     graph = load_graph(args)
     check_at_most_vertices("--gpus", args.gpus, graph)
-    capacity = parse_capacity(args.capacity, graph.num_nodes, graph.feat_dim)
+    capacity = args.capacity.in_vertices(graph.num_nodes, graph.feat_dim)
     num_layers = len(fanouts) if fanouts else args.layers
     access = AccessModel(
         sampler=sampler, num_layers=num_layers, batch_size=args.batch_size, epochs=args.epochs
