@@ -568,9 +568,8 @@ def _why(ratio: pd.DataFrame, results: pd.DataFrame) -> str:
             + ", ".join(
                 f"{r._3:.4f}" for r in near[["interconnect", "gpus", "random / song-jiang"]].itertuples()
             )
-            + "): the two placements tie, and whether the verdict reads 'direction only' or 'contradicted' "
-            "turns on the sign of that remainder (the rule allows 0.1% below 1), so quick and full mode can read "
-            "the same tie differently."
+            + "): the two placements tie, and a tie shows no effect, so the claim is contradicted there "
+            "in quick and full mode alike (the rule's ties: within 0.5% of 1)."
         )
     table = element_table(results)
     fill = table[table["element changed to the paper's"].str.startswith("random's cache fill")]

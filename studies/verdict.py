@@ -8,7 +8,8 @@ The rule (DESIGN.md, "one verdict rule"):
 
 * ``not comparable``: the workbench has no figure for the claim (and the page says why);
 * ``contradicted``: the direction fails at one or more measured points (a claim the paper
-  makes for every setting it shows is not held by one that fails in some);
+  makes for every setting it shows is not held by one that fails in some); figures within 0.5%
+  of the threshold tie, and a tie shows no effect (it fails "above", keeps "at least");
 * ``reproduced``: the direction holds at every point and the size matches the paper's:
   every figure judged for size lies inside the paper's range widened by 1.5x, or the paper
   gives no size (a claim of direction only, which the direction then reproduces whole);
@@ -30,6 +31,9 @@ from enum import StrEnum
 from typing import Literal
 
 SIZE_TOLERANCE = 1.5
+# Two figures within 0.5% of each other tie: below what any claim here is about, above the rounding
+# and the small differences of runs that make the same decisions.
+TIE = 0.005
 
 
 class Verdict(StrEnum):
@@ -138,12 +142,15 @@ def judge(claim: Claim, figures: Mapping[str, float] | Sequence[float], unavaila
 
 
 def _holds(claim: Claim, value: float) -> bool:
+    # Within TIE of the threshold two figures tie: a tie is no effect, so it does not show an
+    # "above" claim's effect, and it keeps an "at least" or "at most" claim. Without the band, a
+    # tie's last digits (1.0001 in one run, 0.9988 in another) would decide the verdict.
+    band = TIE * abs(claim.threshold)
     if claim.direction == "above":
-        return value > claim.threshold
+        return value > claim.threshold + band
     if claim.direction == "at_least":
-        # A ratio of two simulated times that tie is 1 up to rounding.
-        return value >= claim.threshold * (1 - 1e-3)
-    return value <= claim.threshold * (1 + 1e-3)
+        return value >= claim.threshold - band
+    return value <= claim.threshold + band
 
 
 def _size_matches(claim: Claim, value: float) -> bool:

@@ -105,3 +105,12 @@ def test_a_claim_judged_in_several_sections_counts_once_by_its_first() -> None:
     page.add("All interconnects", judgement=judge(SPEEDUP, {"a": 2.0, "b": 1.05}))
     page.add("NVSwitch only", judgement=judge(SPEEDUP, {"b": 1.05}))
     assert [j.verdict for j in page.judgements()] == [Verdict.DIRECTION_ONLY]
+
+
+def test_a_tie_shows_no_effect_whichever_side_its_last_digits_fall() -> None:
+    # 1.0001 and 0.9988 are both within 0.5% of 1: the same tie, the same verdict.
+    assert judge(SPEEDUP, {"a": 2.0, "b": 1.0001}).verdict is Verdict.CONTRADICTED
+    assert judge(SPEEDUP, {"a": 2.0, "b": 0.9988}).verdict is Verdict.CONTRADICTED
+    at_least = Claim("never worse", "Fig. 8", "roc / equal-edge", direction="at_least")
+    assert judge(at_least, [1.0001, 0.9988, 1.2]).verdict is Verdict.REPRODUCED
+    assert judge(at_least, [0.99]).verdict is Verdict.CONTRADICTED
