@@ -75,7 +75,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import PlanError
-from workbench.validate import INT64_MAX
+from workbench.validate import INT64_MAX, short_repr
 
 TASK_KINDS = ("compute", "transfer", "collective")
 COLLECTIVE_OPS = ("allreduce", "allgather", "broadcast", "alltoall", "reducescatter")
@@ -417,10 +417,10 @@ class Plan:
             )
         name = data.get("name", Path(source).stem)
         if not isinstance(name, str):
-            raise PlanError(f"{source}: name must be a string, got {_short(name)}")
+            raise PlanError(f"{source}: name must be a string, got {short_repr(name)}")
         meta = data.get("meta", {})
         if not isinstance(meta, dict):
-            raise PlanError(f"{source}: meta must be an object, got {_short(meta)}")
+            raise PlanError(f"{source}: meta must be an object, got {short_repr(meta)}")
         tasks = [_task_from_dict(raw, i, name, source) for i, raw in enumerate(data["tasks"])]
         return cls(
             name=name,
@@ -465,19 +465,14 @@ _PLAN_FIELDS = frozenset({"name", "meta", "resident", "tasks", "workers"})
 _TASK_FIELDS = frozenset(Task.__dataclass_fields__)
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _task_from_dict(raw: Any, i: int, plan_name: str, source: str) -> Task:
     """Task ``i`` of a plan file, its fields checked; errors name the file and the task."""
     if not isinstance(raw, dict):
-        raise PlanError(f"{source}: tasks[{i}] must be an object, got {_short(raw)}")
+        raise PlanError(f"{source}: tasks[{i}] must be an object, got {short_repr(raw)}")
     if "id" not in raw or "kind" not in raw:
         raise PlanError(f"{source}: tasks[{i}] needs 'id' and 'kind'")
     if not _is_name(raw["id"]):
-        raise PlanError(f"{source}: tasks[{i}].id must be a non-empty string, got {_short(raw['id'])}")
+        raise PlanError(f"{source}: tasks[{i}].id must be a non-empty string, got {short_repr(raw['id'])}")
     unknown = set(raw) - _TASK_FIELDS
     if unknown:
         raise PlanError(
@@ -495,7 +490,7 @@ def _task_from_dict(raw: Any, i: int, plan_name: str, source: str) -> Task:
 def _resident_from_list(raw: Any, source: str) -> list[ResidentTensor]:
     if not isinstance(raw, list):
         raise PlanError(
-            f"{source}: resident must be a list of {{name, device, bytes}} objects, got {_short(raw)}"
+            f"{source}: resident must be a list of {{name, device, bytes}} objects, got {short_repr(raw)}"
         )
     out = []
     for i, r in enumerate(raw):
@@ -504,7 +499,7 @@ def _resident_from_list(raw: Any, source: str) -> list[ResidentTensor]:
         for key in ("name", "device"):
             if not _is_name(r[key]):
                 raise PlanError(
-                    f"{source}: resident[{i}].{key} must be a non-empty string, got {_short(r[key])}"
+                    f"{source}: resident[{i}].{key} must be a non-empty string, got {short_repr(r[key])}"
                 )
         nbytes = _whole(r["bytes"])
         if not _is_count(nbytes):
@@ -515,7 +510,7 @@ def _resident_from_list(raw: Any, source: str) -> list[ResidentTensor]:
 
 def _workers_from_dict(raw: Any, source: str) -> dict[str, int]:
     if not isinstance(raw, dict):
-        raise PlanError(f"{source}: 'workers' must map devices to worker numbers, got {_short(raw)}")
+        raise PlanError(f"{source}: 'workers' must map devices to worker numbers, got {short_repr(raw)}")
     out = {}
     for device, worker in raw.items():
         worker = _whole(worker)

@@ -82,14 +82,14 @@ def string(value: Any, where: str, *, nonempty: bool = False) -> str:
 def table(value: Any, where: str) -> dict[str, Any]:
     """``value`` if it is a table (a JSON object, a TOML table)."""
     if not isinstance(value, dict):
-        raise ConfigError(f"{where} must be a table, got {_short(value)}")
+        raise ConfigError(f"{where} must be a table, got {short_repr(value)}")
     return value
 
 
 def array(value: Any, where: str) -> list[Any]:
     """``value`` if it is a list (a JSON or TOML array)."""
     if not isinstance(value, list):
-        raise ConfigError(f"{where} must be a list, got {_short(value)}")
+        raise ConfigError(f"{where} must be a list, got {short_repr(value)}")
     return value
 
 
@@ -154,6 +154,7 @@ def _writable_ancestor(start: Path, target: Path, what: str) -> None:
         raise ConfigError(f"{target}: cannot write {what} under {folder} (permission denied)")
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
+    """``repr(value)``, cut to 40 characters: a message quotes the value, not a whole table."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

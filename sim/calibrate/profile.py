@@ -225,7 +225,7 @@ def _check_trees(raw: dict[str, Any], where: str) -> None:
         for t, r in enumerate(arrays["roots"])
     ]
     if roots and (roots[0] != 0 or roots != sorted(set(roots)) or n == 0):
-        raise ConfigError(f"{where}.roots must start at 0 and increase, got {_short(roots)}")
+        raise ConfigError(f"{where}.roots must start at 0 and increase, got {validate.short_repr(roots)}")
     ends = [*roots[1:], n]
     for root, end in zip(roots, ends, strict=True):
         for j in range(root, end):
@@ -240,11 +240,6 @@ def _check_trees(raw: dict[str, Any], where: str) -> None:
                 raise ConfigError(
                     f"{where}.feature[{j}] must be from 0 to {len(FEATURE_COLUMNS) - 1}, got {feature}"
                 )
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def load_profile(path: str | Path) -> Profile:

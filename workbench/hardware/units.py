@@ -19,7 +19,7 @@ import math
 import re
 
 from workbench.errors import ConfigError
-from workbench.validate import INT64_MAX, INT64_MIN
+from workbench.validate import INT64_MAX, INT64_MIN, finite_number, short_repr
 
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
@@ -32,23 +32,16 @@ def _plain(value: object, where: str, what: str) -> float | None:
     if isinstance(value, str):
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where}: a {what} must be a number or a string with a unit, got {_short(value)}")
-    try:
-        number = float(value)
-    except OverflowError:  # an int beyond a float's range
-        raise ConfigError(f"{where}: a {what} must be a finite number, got {value!r}") from None
-    return _finite(number, where, what, value)
+        raise ConfigError(
+            f"{where}: a {what} must be a number or a string with a unit, got {short_repr(value)}"
+        )
+    return finite_number(value, f"{where}: a {what}")
 
 
 def _finite(number: float, where: str, what: str, value: object) -> float:
     if not math.isfinite(number):
         raise ConfigError(f"{where}: a {what} must be a finite number, got {value!r}")
     return number
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _split(text: str, where: str) -> tuple[float, str]:
