@@ -69,7 +69,7 @@ class Refused:
     message: str
 
 
-def _checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
+def checked_arg(check: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse ``type=``: the checked value, or :class:`Refused` with the check's message
     (argparse would print its usage and raise SystemExit; a command's error is one line)."""
 
@@ -105,7 +105,7 @@ def integer_arg(*, minimum: int | None = None, maximum: int = validate.INT64_MAX
         with _as_written(text):
             return validate.integer(value, OPTION, minimum=minimum, maximum=maximum)
 
-    return _checked(integer)
+    return checked_arg(integer)
 
 
 def seed_arg() -> Callable[[str], int]:
@@ -129,7 +129,7 @@ def number_arg(
             raise ConfigError(f"{OPTION} must be at most {maximum:g}, got {text!r}")
         return value
 
-    return _checked(number)
+    return checked_arg(number)
 
 
 def port_arg() -> Callable[[str], int]:
@@ -139,12 +139,12 @@ def port_arg() -> Callable[[str], int]:
 
 def existing_file_arg(what: str) -> Callable[[str], str]:
     """A path that is a readable file (not a folder, not missing)."""
-    return _checked(lambda text: str(validate.existing_file(_nonempty_path(text, what), what)))
+    return checked_arg(lambda text: str(validate.existing_file(_nonempty_path(text, what), what)))
 
 
 def existing_folder_arg(what: str) -> Callable[[str], str]:
     """A path that is a folder (not a file, not missing)."""
-    return _checked(lambda text: str(validate.existing_folder(_nonempty_path(text, what), what)))
+    return checked_arg(lambda text: str(validate.existing_folder(_nonempty_path(text, what), what)))
 
 
 def existing_path_arg(what: str) -> Callable[[str], str]:
@@ -156,22 +156,22 @@ def existing_path_arg(what: str) -> Callable[[str], str]:
             raise ConfigError(f"{text}: no such {what}")
         return text
 
-    return _checked(existing_path)
+    return checked_arg(existing_path)
 
 
 def writable_file_arg(what: str) -> Callable[[str], str]:
     """A path where a file can be written: not a folder, under a writable folder."""
-    return _checked(lambda text: str(validate.writable_file(_nonempty_path(text, what), what)))
+    return checked_arg(lambda text: str(validate.writable_file(_nonempty_path(text, what), what)))
 
 
 def writable_folder_arg(what: str) -> Callable[[str], str]:
     """A path that is, or can be made, a writable folder (not a file)."""
-    return _checked(lambda text: str(validate.writable_folder(_nonempty_path(text, what), what)))
+    return checked_arg(lambda text: str(validate.writable_folder(_nonempty_path(text, what), what)))
 
 
 def nonempty_arg(what: str) -> Callable[[str], str]:
     """A string with something in it: an empty one would silently mean the default."""
-    return _checked(lambda text: validate.string(text, OPTION, nonempty=True))
+    return checked_arg(lambda text: validate.string(text, OPTION, nonempty=True))
 
 
 def preset_or_file_arg(what: str) -> Callable[[str], str]:
@@ -184,7 +184,7 @@ def preset_or_file_arg(what: str) -> Callable[[str], str]:
             raise ConfigError(f"{text}: is a folder, expected a preset name or a {what}")
         return text
 
-    return _checked(preset_or_file)
+    return checked_arg(preset_or_file)
 
 
 def _nonempty_path(text: str, what: str) -> str:

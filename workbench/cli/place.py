@@ -19,10 +19,10 @@ from workbench.cli.common import (
     MAX_EPOCHS,
     MAX_LAYERS,
     OPTION,
-    _checked,
     accept_negative_values,
     add_graph_arguments,
     check_at_most_vertices,
+    checked_arg,
     examples,
     integer_arg,
     load_graph,
@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--capacity",
         required=True,
-        type=_checked(capacity_form),
+        type=checked_arg(capacity_form),
         help="per-GPU cache: vertices (200000), a share of the graph (20%%), or bytes of GPU memory "
         "(4GiB, converted with the graph's feature dimension and 4-byte floats)",
     )
