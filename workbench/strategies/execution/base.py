@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import ClassVar
@@ -440,7 +440,18 @@ class ExecutionScheme(ABC):
     """
 
     registered_name: ClassVar[str]
-    full_graph: ClassVar[bool] = False
+    # What the scheme can do, declared rather than guessed from its methods:
+    full_graph: ClassVar[bool] = False  # trains on the whole graph (no sampled epoch)
+    # Plans one iteration at a time (:meth:`plan_iteration`), so a run can re-plan between
+    # iterations (ROC's partitioner learns from each iteration's measured times).
+    plans_per_iteration: ClassVar[bool] = False
+    # The scheme parameters its real executor (realrun.schemes) runs with, imposed on a real
+    # run's plan so the plan says what the workers do; None: simulated only.
+    real_run_params: ClassVar[Mapping[str, object] | None] = None
+
+    def plan_iteration(self, inputs: SchemeInputs, iteration: int) -> Plan:
+        """The plan of iteration ``iteration`` alone (schemes with ``plans_per_iteration``)."""
+        raise NotImplementedError(f"{self.registered_name} plans whole epochs, not single iterations")
 
     def empty_plan(self, inputs: SchemeInputs, **details: object) -> Plan:
         """A plan named after the run, its ``meta`` saying what built it: the scheme, the hardware,
