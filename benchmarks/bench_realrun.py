@@ -140,7 +140,7 @@ class Workbench:
 
         from realrun.feature_store import ByteCounter, FeatureStore
         from realrun.layers import LayerBackend
-        from realrun.schemes import real_scheme
+        from realrun.schemes import real_executor
         from realrun.schemes.base import PartLog, Status, WorkerContext
 
         prepared = setup["prepared"]
@@ -148,7 +148,7 @@ class Workbench:
         self.status = Status(status_array, rank)
         self.log = PartLog(Path(parts) / f"rank{rank}.jsonl")
         self.counter = ByteCounter()
-        self.scheme = real_scheme(prepared.scheme.registered_name)
+        executor_class = real_executor(prepared.scheme.registered_name)
         self.ctx = WorkerContext(
             rank=rank,
             world=world,
@@ -172,7 +172,7 @@ class Workbench:
             self.ctx.now,
             on_comm=self.status.comm,
         )
-        self.scheme.setup(self.ctx)
+        self.executor = executor_class(self.ctx)
         self.status.joined()
         self.epochs = 0
 
@@ -182,7 +182,7 @@ class Workbench:
         self.epochs += 1
         ctx.epoch = epoch
         self.log.write({"t": "epoch_start", "epoch": epoch, "time": ctx.now()})
-        totals = self.scheme.run_epoch(ctx, epoch)
+        totals = self.executor.run_epoch(epoch)
         end = ctx.now()
         self.log.write(
             {

@@ -135,7 +135,8 @@ def prepare_real_run(
     """Load the configuration (``workers`` overrides ``[training] workers``), check the device and
     the scheme, prepare the run and build its plan. ``local_workers``: how many of the workers
     run on this machine (default all; torchrun says how many per node)."""
-    from realrun.schemes import real_scheme
+    from realrun.schemes import real_executor
+    from workbench.registry import EXECUTION_SCHEMES
     from workbench.run import prepare_run, strategy_config
 
     config = load_config(config_path)
@@ -145,15 +146,17 @@ def prepare_real_run(
         config = dataclasses.replace(config, training=dataclasses.replace(config.training, workers=workers))
     scheme = strategy_config(config, "execution")
     assert scheme is not None  # the spine always has a default execution scheme
-    config = as_executed(config, scheme, getattr(real_scheme(scheme.name), "PLAN_PARAMS", {}))
+    real_executor(scheme.name)  # a scheme without one is refused before anything is prepared
+    imposed = EXECUTION_SCHEMES.get(scheme.name).real_run_params or {}
+    config = as_executed(config, scheme, dict(imposed))
     prepared = prepare_run(config, progress=progress)
     check_device(device, local_workers or prepared.inputs.num_workers)
     return prepared, prepared.plan(), config
 
 
 def as_executed(config: RunConfig, scheme: StrategyConfig, imposed: dict[str, Any]) -> RunConfig:
-    """``config`` with the scheme parameters its real executor imposes (``PLAN_PARAMS`` of the
-    real scheme's module), so the run's plan describes what the workers do; a configuration that
+    """``config`` with the scheme parameters its real executor imposes (the scheme's declared
+    ``real_run_params``), so the run's plan describes what the workers do; a configuration that
     asks for another value is an error rather than a plan the run would not follow."""
     for key, value in imposed.items():
         given = scheme.params.get(key, value)

@@ -36,7 +36,7 @@ def run_online(prepared: PreparedRun, config_path: str | Path, out: Path, **laun
     from workbench.online import train_online
     from workbench.trace import read_trace
 
-    if not hasattr(prepared.scheme, "plan_iteration"):
+    if not prepared.scheme.plans_per_iteration:
         raise ConfigError(
             f"--online: execution scheme {prepared.scheme.registered_name!r} does not train online "
             "(roc-fullgraph does)"

@@ -45,14 +45,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from realrun.faults import FAULT_ENV, check_fault
 from realrun.feature_store import ByteCounter, FeatureStore
 from realrun.layers import LAYER_CHOICES, layer_backend
-from realrun.schemes import real_scheme
+from realrun.schemes import real_executor
 from realrun.schemes.base import PartLog, Status, WorkerContext
 from workbench.run import PreparedRun
-
-FAULT_ENV = "GNNWB_REALRUN_FAULT"
-FAULT_KINDS = ("raise", "hang", "exit")
 
 
 @dataclass
@@ -77,29 +75,6 @@ class WorkerSetup:
 
 def part_path(parts: str | Path, rank: int) -> Path:
     return Path(parts) / f"rank{rank}.jsonl"
-
-
-def inject_fault(spec: str, rank: int, epoch: int, iteration: int) -> None:
-    """Carry out ``spec`` (``KIND:RANK:ITERATION``) if it names this worker and iteration."""
-    kind, target, at = spec.split(":")
-    if int(target) != rank or int(at) != iteration or epoch != 0:
-        return
-    if kind == "raise":
-        raise RuntimeError(f"injected fault ({FAULT_ENV}={spec})")
-    if kind == "hang":
-        while True:
-            time.sleep(3600)
-    if kind == "exit":
-        os._exit(17)
-
-
-def check_fault(spec: str | None) -> str | None:
-    if not spec:
-        return None
-    parts = spec.split(":")
-    if len(parts) != 3 or parts[0] not in FAULT_KINDS or not parts[1].isdigit() or not parts[2].isdigit():
-        raise ValueError(f"{FAULT_ENV}={spec!r}: expected KIND:RANK:ITERATION with KIND in {FAULT_KINDS}")
-    return spec
 
 
 def spawned(rank: int, world: int, setup_path: str, status_array: Any) -> None:
@@ -167,7 +142,7 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
         torch.cuda.set_device(device)
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
-    scheme = real_scheme(prepared.scheme.registered_name)
+    executor_class = real_executor(prepared.scheme.registered_name)
 
     status.phase("joining")
     status.comm(True)
@@ -209,11 +184,9 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
         remote_group=remote_group,
         on_comm=status.comm,
     )
-    scheme.setup(ctx)
+    executor = executor_class(ctx)
     if setup.state and Path(setup.state).exists():
-        saved = torch.load(setup.state, map_location=device)
-        ctx.state["model"].load_state_dict(saved["model"])
-        ctx.state["optimizer"].load_state_dict(saved["optimizer"])
+        executor.restore(torch.load(setup.state, map_location=device))
     status.phase("barrier")
     status.comm(True)
     dist.barrier()
@@ -243,12 +216,12 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
         dist.barrier()
         status.comm(False)
         log.write({"t": "epoch_start", "epoch": epoch, "time": ctx.now()})
-        totals = scheme.run_epoch(ctx, epoch)
+        totals = executor.run_epoch(epoch)
         end = ctx.now()
         test_acc = None
         if setup.evaluate and rank == 0:
             status.phase("evaluate")
-            test_acc = scheme.evaluate(ctx)
+            test_acc = executor.evaluate()
         log.write(
             {
                 "t": "epoch_end",
@@ -264,8 +237,7 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
     dist.barrier()
     status.comm(False)
     if setup.state and rank == 0:  # every worker holds the same model after the last step
-        saved = {"model": ctx.state["model"].state_dict(), "optimizer": ctx.state["optimizer"].state_dict()}
-        torch.save(saved, setup.state + ".tmp")
+        torch.save(executor.checkpoint(), setup.state + ".tmp")
         os.replace(setup.state + ".tmp", setup.state)
     log.write({"t": "done", "rank": rank})
     status.phase("done")

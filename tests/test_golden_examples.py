@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from realrun.launcher import as_executed
-from realrun.schemes import real_scheme
 from sim import simulate
 from workbench.config import load_config
+from workbench.registry import EXECUTION_SCHEMES
 from workbench.run import prepare_run, strategy_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,5 +91,5 @@ def test_real_scheme_executed_plan(scheme: str) -> None:
     config = load_config(ROOT / "examples" / "configs" / f"{REAL[scheme]}.toml")
     execution = strategy_config(config, "execution")
     assert execution is not None and execution.name == scheme
-    executed = as_executed(config, execution, getattr(real_scheme(scheme), "PLAN_PARAMS", {}))
+    executed = as_executed(config, execution, dict(EXECUTION_SCHEMES.get(scheme).real_run_params or {}))
     check(f"executed:{scheme}", figures(executed))

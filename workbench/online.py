@@ -54,7 +54,7 @@ def train_online(
     from workbench.strategies.partition.roc import RangeMeasurement
 
     scheme = prepared.scheme
-    if not hasattr(scheme, "plan_iteration"):
+    if not scheme.plans_per_iteration:
         raise ConfigError(f"execution scheme {scheme.registered_name!r} does not train online")
     inputs = prepared.inputs
     partitioner = prepared.partitioner

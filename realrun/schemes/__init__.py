@@ -1,38 +1,33 @@
-"""Execution schemes run for real: one module per scheme, each with ``setup(ctx)`` (its model
-and state, once per run, before the workers' first barrier), ``run_epoch(ctx, epoch)`` (train
-one epoch; returns the worker's ``loss_sum``, ``correct`` and ``seeds``) and ``evaluate(ctx)``
-(test accuracy of the worker's model), and optionally ``PLAN_PARAMS`` (scheme parameters the
-executor imposes on the run's plan, :func:`realrun.launcher.as_executed`).
+"""Execution schemes run for real: one executor class per scheme (:class:`realrun.schemes.base.RealExecutor`),
+one file each, registered here under the scheme's name by the line above its class::
 
-A real scheme does what its plan (:mod:`workbench.strategies.execution`) says, with real
-tensors and real communication, and reports every planned task it ran through
-:meth:`realrun.schemes.base.WorkerContext.row` under the plan's task id. Only the schemes
-listed here run for real (``model-centric``; ``hopgnn`` with its three switches, model migration
-included; ``roc-fullgraph`` with its parts resident, on the run's fixed partition; ``p3``); the others
-are simulated only (``gnnwb sim``) for now.
+    @REAL_EXECUTORS.register("p3")
+    class P3Executor(RealExecutor): ...
+
+An executor does what its scheme's schedule and plan (:mod:`workbench.strategies.execution`)
+say, with real tensors and real communication, and reports every planned task it ran under
+the plan's task id. The scheme declares what a real run imposes on its plan
+(``real_run_params``); a scheme without an executor is simulated only (``gnnwb sim``).
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 from workbench.errors import UnknownNameError
+from workbench.registry import Registry
 
-# Registered name -> module under realrun.schemes.
-REAL_SCHEMES = {
-    "model-centric": "model_centric",
-    "hopgnn": "hopgnn",
-    "roc-fullgraph": "roc_fullgraph",
-    "p3": "p3",
-}
+if TYPE_CHECKING:
+    from realrun.schemes.base import RealExecutor
+
+REAL_EXECUTORS: Registry[RealExecutor] = Registry("real executor", package="realrun.schemes")
 
 
-def real_scheme(name: str) -> ModuleType:
-    """The module of scheme ``name``; an unknown name lists the ones that run for real."""
-    if name not in REAL_SCHEMES:
+def real_executor(name: str) -> type[RealExecutor]:
+    """The executor class of scheme ``name``; an unknown name lists the schemes that run for real."""
+    if name not in REAL_EXECUTORS.names():
         raise UnknownNameError(
             f"execution scheme {name!r} has no real executor yet; real runs support: "
-            f"{', '.join(REAL_SCHEMES)} (simulate it with gnnwb sim)"
+            f"{', '.join(REAL_EXECUTORS.names())} (simulate it with gnnwb sim)"
         )
-    return importlib.import_module(f"realrun.schemes.{REAL_SCHEMES[name]}")
+    return REAL_EXECUTORS.get(name)

@@ -1,7 +1,8 @@
-"""What a real scheme gets from its worker process: the run, the device, the feature store,
-communication groups, a clock, and one call to record each planned task it ran.
+"""The real-execution interface: what a scheme's executor gets from its worker process (the run,
+the device, the feature store, communication groups, a clock, one call to record each planned
+task it ran) and what it must do (:class:`RealExecutor`).
 
-A scheme's ``run_epoch(ctx, epoch)`` trains one epoch on worker ``ctx.rank`` and calls
+An executor's :meth:`RealExecutor.run_epoch` trains one epoch on worker ``ctx.rank`` and calls
 :meth:`WorkerContext.row` once per plan task it carried out (a collective: once per
 worker, each for its own device). Rows go to the worker's part file as each iteration
 begins (:class:`PartLog`), so a run that fails later keeps them. Times come from
@@ -13,17 +14,20 @@ from __future__ import annotations
 
 import json
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
 
+from realrun.faults import inject_fault
 from realrun.feature_store import ByteCounter, FeatureStore, tensor_bytes
 from realrun.layers import LayerBackend
 from workbench.config import RunConfig
+from workbench.strategies.execution import task_ids
 from workbench.strategies.execution.base import SchemeInputs
 
 # What a worker is doing, as the launcher's watchdog sees it (the status array's phase code).
@@ -166,10 +170,11 @@ class WorkerContext:
     status: Status
     t0: float  # perf_counter at the run's start (after every worker joined)
     group: dist.ProcessGroup | None = None  # the main group (gradients): gloo or NCCL
-    state: dict[str, Any] = field(default_factory=dict)  # the scheme's own (model, optimizer, ...)
     epoch: int = 0
     fault: str | None = None  # test-only fault injection (realrun.worker.FAULT_ENV)
     layers: LayerBackend = field(default_factory=lambda: LayerBackend("torch"))  # which layers train
+    # TEMPORARY (issue 24): the bag of the executors not yet classes (legacy_executor); removed with it.
+    state: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # now() and row() run a few times per phase: what they look up, looked up once.
@@ -181,8 +186,6 @@ class WorkerContext:
         self.log.flush()  # the previous iteration's rows
         self.status.phase("sample", iteration, self.epoch)
         if self.fault:
-            from realrun.worker import inject_fault
-
             inject_fault(self.fault, self.rank, self.epoch, iteration)
 
     @property
@@ -245,9 +248,15 @@ def make_optimizer(name: str, params: Any, lr: float) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=lr)
 
 
-def all_reduce_and_step(ctx: WorkerContext, iteration: int, flat: torch.Tensor) -> None:
-    """All-reduce ``flat`` (this worker's gradients, flattened in parameter order), divide by the
-    workers, give each parameter its share as its gradient and step the optimizer; recorded as
+def all_reduce_and_step(
+    ctx: WorkerContext,
+    iteration: int,
+    flat: torch.Tensor,
+    params: Sequence[torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+) -> None:
+    """All-reduce ``flat`` (this worker's gradients, flattened in ``params``' order), divide by the
+    workers, give each parameter its share as its gradient and step ``optimizer``; recorded as
     plan tasks ``i{iteration}.allreduce`` and ``i{iteration}.w{rank}.update``. Gradients are
     zeroed after the step, so the next backward starts from nothing."""
     ctx.status.phase("allreduce", iteration)
@@ -258,12 +267,12 @@ def all_reduce_and_step(ctx: WorkerContext, iteration: int, flat: torch.Tensor) 
     flat /= ctx.world
     nbytes = tensor_bytes(flat)
     ctx.counter.add("allreduce", nbytes)
-    ctx.row(f"i{iteration}.allreduce", "allreduce", start, ctx.now(), nbytes)
+    ctx.row(task_ids.allreduce_task(iteration), "allreduce", start, ctx.now(), nbytes)
 
     ctx.status.phase("update", iteration)
     start = ctx.now()
     offset = 0
-    for p in ctx.state["params"]:
+    for p in params:
         n = p.numel()
         share = flat[offset : offset + n].view_as(p)
         if p.grad is None:
@@ -271,9 +280,9 @@ def all_reduce_and_step(ctx: WorkerContext, iteration: int, flat: torch.Tensor) 
         else:
             p.grad.copy_(share)
         offset += n
-    ctx.state["optimizer"].step()
-    ctx.state["optimizer"].zero_grad(set_to_none=False)
-    ctx.row(f"i{iteration}.w{ctx.rank}.update", "update", start, ctx.now())
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=False)
+    ctx.row(task_ids.update_task(iteration, ctx.rank), "update", start, ctx.now())
 
 
 def exchange_pairwise(
@@ -356,5 +365,68 @@ def backward_by_layer(
     begin = start
     for layer in range(top, -1, -1):
         done = stamps.get(layer, begin) if layer else end
-        ctx.row(tasks[layer] if tasks is not None else f"{prefix}.bwd{layer}", "backward", begin, done)
+        task = tasks[layer] if tasks is not None else task_ids.backward_task(prefix, layer)
+        ctx.row(task, "backward", begin, done)
         begin = resume.get(layer, done) if resume is not None else done
+
+
+EpochTotals = dict[str, float]  # a worker's loss_sum, correct predictions and seeds of one epoch
+
+
+class RealExecutor(ABC):
+    """One worker's real run of an execution scheme: it does what the scheme's plan says, with
+    real tensors and real communication, and records every planned task it ran under the
+    plan's task id (:meth:`WorkerContext.row`).
+
+    Built once per run on each worker (its model and state), before the workers' first
+    barrier. Registers beside the others in :data:`realrun.schemes.REAL_EXECUTORS` under its
+    scheme's name; the scheme declares the plan parameters a real run needs
+    (``real_run_params``).
+    """
+
+    registered_name: ClassVar[str]
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
+
+    @abstractmethod
+    def run_epoch(self, epoch: int) -> EpochTotals:
+        """Train one epoch; returns this worker's ``loss_sum``, ``correct`` and ``seeds``."""
+
+    @abstractmethod
+    def evaluate(self) -> float:
+        """Test accuracy of this worker's model."""
+
+    @abstractmethod
+    def checkpoint(self) -> dict[str, Any]:
+        """The state a later run resumes from (``gnnwb realrun --state``)."""
+
+    @abstractmethod
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Resume from :meth:`checkpoint`'s state."""
+
+
+def legacy_executor(module: Any) -> type[RealExecutor]:
+    """TEMPORARY (issue 24): an executor class around a scheme module of free functions
+    (``setup``, ``run_epoch``, ``evaluate`` over ``ctx.state``), until each becomes a class."""
+
+    class ModuleExecutor(RealExecutor):
+        def __init__(self, ctx: WorkerContext) -> None:
+            super().__init__(ctx)
+            module.setup(ctx)
+
+        def run_epoch(self, epoch: int) -> EpochTotals:
+            return module.run_epoch(self.ctx, epoch)
+
+        def evaluate(self) -> float:
+            return module.evaluate(self.ctx)
+
+        def checkpoint(self) -> dict[str, Any]:
+            state = self.ctx.state
+            return {"model": state["model"].state_dict(), "optimizer": state["optimizer"].state_dict()}
+
+        def restore(self, saved: dict[str, Any]) -> None:
+            self.ctx.state["model"].load_state_dict(saved["model"])
+            self.ctx.state["optimizer"].load_state_dict(saved["optimizer"])
+
+    return ModuleExecutor

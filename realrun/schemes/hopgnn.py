@@ -60,6 +60,7 @@ NCCL, which has no tags, gets them in order as well).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +71,14 @@ from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock
-from realrun.schemes import model_centric
-from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer, link_engine
+from realrun.schemes import REAL_EXECUTORS, model_centric
+from realrun.schemes.base import (
+    WorkerContext,
+    all_reduce_and_step,
+    backward_by_layer,
+    legacy_executor,
+    link_engine,
+)
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.run import strategy_config
 from workbench.strategies.execution._micrographs import _edges_into, distinct, merge_time_steps, model_roots
@@ -506,4 +513,8 @@ def synchronise_and_step(ctx: WorkerContext, it: int, held: list[torch.Tensor]) 
     flat = torch.zeros(ctx.state["num_params"], device=ctx.device)
     for grads in held:
         flat += grads
-    all_reduce_and_step(ctx, it, flat)
+    all_reduce_and_step(ctx, it, flat, ctx.state["params"], ctx.state["optimizer"])
+
+
+# TEMPORARY (issue 24): registered through the module adapter until this executor is a class.
+REAL_EXECUTORS.register("hopgnn")(legacy_executor(sys.modules[__name__]))

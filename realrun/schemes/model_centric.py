@@ -31,69 +31,108 @@ import torch
 from torch.nn import functional as F
 
 from realrun.layers import TensorBlock, edge_weight
-from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer, make_optimizer
-
-# The plan parameters this executor follows: it samples (hands over) and gathers an
-# iteration's minibatch only after the previous iteration's optimizer step (no loader
-# process runs ahead), and its feature store reads the sources in stages. The launcher
-# builds the run's plan with them. Its feature store has no feature service (paper 003's artifact's
-# gRPC path, a simulated option), so a run asking for one is refused rather than mis-planned.
-PLAN_PARAMS = {"prefetch": 0, "overlap_reads": False, "feature_service": False}
-
-
-def setup(ctx: WorkerContext) -> None:
-    """The model copy and its optimizer, once per run."""
-    if "model" in ctx.state:
-        return
-    model = ctx.layers.build(ctx.inputs.model, ctx.config.seed).to(ctx.device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    ctx.state["model"] = model
-    ctx.state["params"] = params
-    ctx.state["optimizer"] = make_optimizer(
-        ctx.config.training.optimizer, params, ctx.config.training.learning_rate
-    )
+from realrun.schemes import REAL_EXECUTORS
+from realrun.schemes.base import (
+    EpochTotals,
+    RealExecutor,
+    WorkerContext,
+    all_reduce_and_step,
+    backward_by_layer,
+    make_optimizer,
+)
+from workbench.strategies.execution import task_ids
 
 
-def run_epoch(ctx: WorkerContext, epoch: int) -> dict[str, Any]:
-    """Train one epoch; returns this worker's loss sum, correct predictions and seed count."""
-    setup(ctx)
-    totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
-    for it in range(ctx.inputs.num_iterations):
-        loss, correct, seeds = iteration(ctx, epoch, it)
-        totals["loss_sum"] += loss * seeds
-        totals["correct"] += correct
-        totals["seeds"] += seeds
-    return totals
+@REAL_EXECUTORS.register("model-centric")
+class ModelCentricExecutor(RealExecutor):
+    """Data parallel training on this worker's copy of the model (the same initial weights on
+    every worker: the layers are built from the run's seed). The schemes that keep a model copy
+    per worker (hopgnn, p3, roc-fullgraph) build on it."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        super().__init__(ctx)
+        self.model = ctx.layers.build(ctx.inputs.model, ctx.config.seed).to(ctx.device)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = make_optimizer(
+            ctx.config.training.optimizer, self.params, ctx.config.training.learning_rate
+        )
+
+    def run_epoch(self, epoch: int) -> EpochTotals:
+        """Train one epoch; returns this worker's loss sum, correct predictions and seed count."""
+        totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
+        for it in range(self.ctx.inputs.num_iterations):
+            loss, correct, seeds = self.iteration(it)
+            totals["loss_sum"] += loss * seeds
+            totals["correct"] += correct
+            totals["seeds"] += seeds
+        return totals
+
+    def iteration(self, it: int) -> tuple[float, int, int]:
+        ctx = self.ctx
+        inputs, rank, device = ctx.inputs, ctx.rank, ctx.device
+        prefix = task_ids.worker_prefix(it, rank)
+
+        ctx.begin_iteration(it)
+        start = ctx.now()
+        mb = inputs.epoch[it][rank]
+        blocks = [ctx.layers.block(b, device) for b in mb.blocks]
+        weights = [edge_weight(b, device) for b in mb.blocks]
+        labels = seed_labels(ctx, mb.blocks[-1].dst_nodes)
+        ctx.row(task_ids.sample_task(prefix), "sample", start, ctx.now(), device=ctx.host)
+
+        ctx.status.phase("gather", it)
+        x, reads = ctx.store.gather(mb.input_nodes, prefix)
+        for read in reads:
+            ctx.row(read.task, read.phase, read.start, read.end, read.nbytes)
+
+        layers = range(inputs.model.num_layers)
+        ins, loss, correct = forward_by_layer(ctx, self.model, blocks, weights, x, labels, prefix, it, layers)
+        backward_by_layer(ctx, loss, ins, prefix, it)
+        self.step(it, self.flat_gradients())
+        return float(loss.detach()), correct, int(labels.shape[0])
+
+    def flat_gradients(self) -> torch.Tensor:
+        return torch.cat([p.grad.reshape(-1) for p in self.params])
+
+    def step(self, it: int, flat: torch.Tensor) -> None:
+        """All-reduce the flattened gradients ``flat`` and step the optimizer."""
+        all_reduce_and_step(self.ctx, it, flat, self.params, self.optimizer)
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        """Test accuracy of this worker's model copy over the whole graph (every layer on every
+        vertex's full in-neighbourhood). Reads the graph's full feature matrix: evaluation is
+        outside the run's accounted transfers and timed phases."""
+        ctx = self.ctx
+        graph = ctx.inputs.graph
+        if graph.test_mask is None or not graph.test_mask.any():
+            return float("nan")
+        n = graph.num_nodes
+        full = TensorBlock(
+            torch.from_numpy(graph.indices).to(ctx.device),
+            torch.from_numpy(graph.edge_dst()).to(ctx.device),
+            n,
+            n,
+        )
+        x = torch.from_numpy(np.ascontiguousarray(graph.features(), dtype=np.float32)).to(ctx.device)
+        block = ctx.layers.block(full, ctx.device)
+        num_layers = ctx.inputs.model.num_layers
+        out = self.model([block] * num_layers, x, [None] * num_layers)
+        test = torch.from_numpy(np.flatnonzero(graph.test_mask)).to(ctx.device)
+        labels = torch.as_tensor(np.asarray(graph.labels, dtype=np.int64)).to(ctx.device)
+        return float((out[test].argmax(dim=1) == labels[test]).float().mean())
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self.model.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
 
 
-def iteration(ctx: WorkerContext, epoch: int, it: int) -> tuple[float, int, int]:
-    inputs, rank, device = ctx.inputs, ctx.rank, ctx.device
-    model = ctx.state["model"]
-    prefix = f"i{it}.w{rank}"
-    num_layers = inputs.model.num_layers
-
-    ctx.begin_iteration(it)
-    start = ctx.now()
-    mb = inputs.epoch[it][rank]
-    blocks = [ctx.layers.block(b, device) for b in mb.blocks]
-    weights = [edge_weight(b, device) for b in mb.blocks]
-    labels = torch.as_tensor(np.asarray(inputs.graph.labels[mb.blocks[-1].dst_nodes], dtype=np.int64)).to(
-        device
-    )
-    ctx.row(f"{prefix}.sample", "sample", start, ctx.now(), device=ctx.host)
-
-    ctx.status.phase("gather", it)
-    x, reads = ctx.store.gather(mb.input_nodes, prefix)
-    for read in reads:
-        ctx.row(read.task, read.phase, read.start, read.end, read.nbytes)
-
-    ins, loss, correct = forward_by_layer(
-        ctx, model, blocks, weights, x, labels, prefix, it, range(num_layers)
-    )
-    backward_by_layer(ctx, loss, ins, prefix, it)
-
-    all_reduce_and_step(ctx, it, torch.cat([p.grad.reshape(-1) for p in ctx.state["params"]]))
-    return float(loss.detach()), correct, int(labels.shape[0])
+def seed_labels(ctx: WorkerContext, seeds: np.ndarray) -> torch.Tensor:
+    """The labels of ``seeds`` on the worker's device."""
+    return torch.as_tensor(np.asarray(ctx.inputs.graph.labels[seeds], dtype=np.int64)).to(ctx.device)
 
 
 def forward_by_layer(
@@ -121,29 +160,33 @@ def forward_by_layer(
         if layer == layers[-1]:
             loss = F.cross_entropy(h, labels)
             correct = int((h.argmax(dim=1) == labels).sum())
-        ctx.row(f"{prefix}.fwd{layer}", "forward", start, ctx.now())
+        ctx.row(task_ids.forward_task(prefix, layer), "forward", start, ctx.now())
     return ins, loss, correct
 
 
-@torch.no_grad()
-def evaluate(ctx: WorkerContext) -> float:
-    """Test accuracy of this worker's model copy over the whole graph (every layer on every
-    vertex's full in-neighbourhood). Reads the graph's full feature matrix: evaluation is
-    outside the run's accounted transfers and timed phases."""
-    graph = ctx.inputs.graph
-    if graph.test_mask is None or not graph.test_mask.any():
-        return float("nan")
-    setup(ctx)
-    n = graph.num_nodes
-    full = TensorBlock(
-        torch.from_numpy(graph.indices).to(ctx.device),
-        torch.from_numpy(graph.edge_dst()).to(ctx.device),
-        n,
-        n,
+# TEMPORARY (issue 24): the free functions the schemes not yet executor classes call; removed
+# with realrun.schemes.base.legacy_executor.
+PLAN_PARAMS = {"prefetch": 0, "overlap_reads": False, "feature_service": False}
+
+
+def setup(ctx: WorkerContext) -> None:
+    if "model" in ctx.state:
+        return
+    executor = ModelCentricExecutor(ctx)
+    ctx.state.update(
+        model=executor.model, params=executor.params, optimizer=executor.optimizer, executor=executor
     )
-    x = torch.from_numpy(np.ascontiguousarray(graph.features(), dtype=np.float32)).to(ctx.device)
-    block = ctx.layers.block(full, ctx.device)
-    out = ctx.state["model"]([block] * ctx.inputs.model.num_layers, x, [None] * ctx.inputs.model.num_layers)
-    test = torch.from_numpy(np.flatnonzero(graph.test_mask)).to(ctx.device)
-    labels = torch.as_tensor(np.asarray(graph.labels, dtype=np.int64)).to(ctx.device)
-    return float((out[test].argmax(dim=1) == labels[test]).float().mean())
+
+
+def run_epoch(ctx: WorkerContext, epoch: int) -> EpochTotals:
+    setup(ctx)
+    return ctx.state["executor"].run_epoch(epoch)
+
+
+def evaluate(ctx: WorkerContext) -> float:
+    setup(ctx)
+    executor = ctx.state.get("executor")
+    if executor is None:  # a scheme that built its own model (p3)
+        executor = ModelCentricExecutor.__new__(ModelCentricExecutor)
+        executor.ctx, executor.model = ctx, ctx.state["model"]
+    return executor.evaluate()

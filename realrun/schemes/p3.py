@@ -38,6 +38,7 @@ every model copy holds the whole first layer for :func:`evaluate`.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -48,11 +49,13 @@ from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
 from realrun.layers import GraphConv, SAGEConv, TensorBlock, build_layers, edge_weight
+from realrun.schemes import REAL_EXECUTORS
 from realrun.schemes.base import (
     WorkerContext,
     all_reduce_and_step,
     backward_by_layer,
     exchange_pairwise,
+    legacy_executor,
     link_engine,
     make_optimizer,
 )
@@ -329,7 +332,13 @@ def iteration(ctx: WorkerContext, it: int) -> tuple[float, int, int]:
     ctx.row(f"{prefix}.update-slice", "update", start, ctx.now())
 
     # 6. Layers 2..L's gradients.
-    all_reduce_and_step(ctx, it, torch.cat([p.grad.reshape(-1) for p in ctx.state["params"]]))
+    all_reduce_and_step(
+        ctx,
+        it,
+        torch.cat([p.grad.reshape(-1) for p in ctx.state["params"]]),
+        ctx.state["params"],
+        ctx.state["optimizer"],
+    )
     return float(loss.detach()), correct, int(labels.shape[0])
 
 
@@ -354,3 +363,7 @@ def assemble_first_layer(ctx: WorkerContext) -> None:
         state[n] = flat[offset : offset + size].view_as(padded[n])
         offset += size
     ctx.state["model"].convs[0].load_state_dict(state)
+
+
+# TEMPORARY (issue 24): registered through the module adapter until this executor is a class.
+REAL_EXECUTORS.register("p3")(legacy_executor(sys.modules[__name__]))

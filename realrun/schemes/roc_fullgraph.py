@@ -25,6 +25,7 @@ than ``resident`` have no real executor (``PLAN_PARAMS``).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,14 @@ from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock
-from realrun.schemes.base import WorkerContext, all_reduce_and_step, backward_by_layer, exchange_pairwise
+from realrun.schemes import REAL_EXECUTORS
+from realrun.schemes.base import (
+    WorkerContext,
+    all_reduce_and_step,
+    backward_by_layer,
+    exchange_pairwise,
+    legacy_executor,
+)
 from realrun.schemes.model_centric import evaluate
 from realrun.schemes.model_centric import setup as setup_model
 from workbench.strategies.execution.roc_fullgraph import RESIDENT, _phase
@@ -228,5 +236,15 @@ def iteration(ctx: WorkerContext, it: int) -> tuple[float, int, int]:
     loss_sum = float(summed.detach()) if labels.numel() else 0.0
     # A layer's halo gradients go back between its backward and the next one down (their own tasks).
     backward_by_layer(ctx, loss, inputs, prefix, it, resume=halo.resume)
-    all_reduce_and_step(ctx, it, torch.cat([p.grad.reshape(-1) for p in ctx.state["params"]]))
+    all_reduce_and_step(
+        ctx,
+        it,
+        torch.cat([p.grad.reshape(-1) for p in ctx.state["params"]]),
+        ctx.state["params"],
+        ctx.state["optimizer"],
+    )
     return loss_sum, correct, int(labels.shape[0])
+
+
+# TEMPORARY (issue 24): registered through the module adapter until this executor is a class.
+REAL_EXECUTORS.register("roc-fullgraph")(legacy_executor(sys.modules[__name__]))

@@ -177,7 +177,7 @@ def _rebuild_plan(folder: Path, meta: dict[str, Any]) -> Any:
     if isinstance(workers, int) and workers > 0:
         config = dataclasses.replace(config, training=dataclasses.replace(config.training, workers=workers))
     prepared = prepare_run(config)
-    if hasattr(prepared.scheme, "plan_iteration"):
+    if prepared.scheme.plans_per_iteration:
         raise CalibrationError(
             f"{folder}: scheme {prepared.scheme.registered_name!r} plans each iteration as it learns; its "
             "features cannot be rebuilt from config.toml: save the plan as plan.json beside the trace"

@@ -206,7 +206,7 @@ def _run_config(args: argparse.Namespace) -> int:
         return result.trace
 
     inputs = prepared.inputs
-    if hasattr(prepared.scheme, "plan_iteration"):
+    if prepared.scheme.plans_per_iteration:
         # A scheme that learns while it trains (ROC): plan, simulate and measure one iteration at a
         # time, so its partitioner sees each iteration's times before the next.
         from workbench.online import train_online

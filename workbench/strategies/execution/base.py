@@ -38,7 +38,7 @@ from workbench.graph.csr import CSRGraph
 from workbench.hardware.spec import ClusterSpec
 from workbench.model import ModelSpec
 from workbench.plan import Plan, Task
-from workbench.strategies.execution import _kernels
+from workbench.strategies.execution import _kernels, task_ids
 from workbench.strategies.partition.base import PartitionResult
 from workbench.strategies.placement.base import PlacementResult
 from workbench.strategies.sampling.base import Minibatch
@@ -293,7 +293,7 @@ def add_reads(
     remote: list[Task] = []
     arrival: list[str] | None = None  # after what this worker reaches the remote exchange
     for read in reads:
-        tid = f"{prefix}.{read.kind}.{read.source}"
+        tid = task_ids.read_task(prefix, read.kind, read.source)
         if not overlap:
             if SERIAL_READ_STAGE[read.kind] != stage:
                 stage, previous, current = SERIAL_READ_STAGE[read.kind], current or previous, []
@@ -474,6 +474,68 @@ class ExecutionScheme(ABC):
         """The plan of one epoch (``inputs.epoch``'s iterations) of training."""
 
 
+class IterationPlanner(ABC):
+    """One iteration of a :class:`MinibatchScheme`, planned as its workers' minibatches are sampled.
+
+    The template plans worker ``w``'s sampling, then calls :meth:`sampled` (a scheme that plans a
+    worker's whole step on its own, model-centric, does it there; one whose workers' steps
+    interleave collects the samples and plans everything in :meth:`finish`)."""
+
+    def sample_work(self, w: int) -> tuple[int, int]:
+        """(edges, vertices) of graphs worker ``w``'s sampling step builds from sampled ones
+        (HopGNN's micrographs; :func:`add_sampling`'s ``built``)."""
+        return (0, 0)
+
+    @abstractmethod
+    def sampled(self, w: int, minibatch: Minibatch, sample: str) -> None:
+        """Worker ``w``'s minibatch has been sampled by task ``sample``."""
+
+    @abstractmethod
+    def finish(self) -> list[str]:
+        """The rest of the iteration; returns each worker's optimizer step (what its next
+        iteration's work, and its sampling ``prefetch`` iterations on, waits for)."""
+
+
+class MinibatchScheme(ExecutionScheme):
+    """A scheme that trains on sampled minibatches. It owns the epoch loop every such scheme
+    shares, once: the resident training state, each worker's sampling bounded by how far it
+    runs ahead (``prefetch``), the scheme's iteration (:meth:`iteration_planner`) and the
+    planning progress."""
+
+    prefetch: int
+
+    def plan_details(self) -> dict[str, object]:
+        """What the plan's meta records of the scheme's parameters (in this order)."""
+        return {"prefetch": self.prefetch}
+
+    def check_inputs(self, inputs: SchemeInputs) -> None:
+        """Refuse inputs the scheme cannot plan (before any planning)."""
+
+    @abstractmethod
+    def iteration_planner(
+        self, plan: Plan, inputs: SchemeInputs, iteration: int, previous_steps: list[str]
+    ) -> IterationPlanner:
+        """The planner of ``iteration``; ``previous_steps``: each worker's optimizer step of the
+        iteration before (empty in the first)."""
+
+    def build(self, inputs: SchemeInputs) -> Plan:
+        self.check_inputs(inputs)
+        plan = self.empty_plan(inputs, **self.plan_details())
+        add_resident_state(plan, inputs)
+        ahead = Prefetch(self.prefetch)
+        steps: list[str] = []
+        for it, row in enumerate(inputs.epoch):
+            planner = self.iteration_planner(plan, inputs, it, steps)
+            for w, mb in enumerate(row):
+                prefix = task_ids.worker_prefix(it, w)
+                sample = add_sampling(plan, inputs, w, it, mb, prefix, ahead, planner.sample_work(w))
+                planner.sampled(w, mb, sample)
+            steps = planner.finish()
+            ahead.record(steps)
+            inputs.planned(it)
+        return plan
+
+
 # ---- the parts of a training step every data-parallel scheme shares -------------------------
 def add_resident_state(plan: Plan, inputs: SchemeInputs) -> None:
     """Each worker's GPU keeps the training state (weights, gradients, optimizer state) and its
@@ -544,8 +606,8 @@ def add_sampling(
     calibration fits on its own (only such steps have bytes)."""
     edges = sum(b.num_edges for b in mb.blocks)
     build_bytes = 8.0 * (2 * built[0] + built[1])
-    tid = f"{prefix}.sample"
-    previous = [f"i{iteration - 1}.w{w}.sample"] if iteration else []
+    tid = task_ids.sample_task(prefix)
+    previous = [task_ids.sample_task(task_ids.worker_prefix(iteration - 1, w))] if iteration else []
     if prefetch is not None:
         previous += prefetch.after(iteration, w)
     plan.compute(
@@ -611,7 +673,7 @@ def add_forward(
     for layer in layers:
         spec = model.layers[layer]
         src, dst, edges = sizes[layer]
-        tid = f"{prefix}.fwd{layer}"
+        tid = task_ids.forward_task(prefix, layer)
         plan.compute(
             tid,
             gpu,
@@ -622,7 +684,9 @@ def add_forward(
             layer=layer,
             items=edges,
             features=spec.cost_features(src, dst, edges),
-            allocate={f"{prefix}.act{layer}": spec.saved_for_backward_bytes(src, dst, edges)},
+            allocate={
+                task_ids.activation_tensor(prefix, layer): spec.saved_for_backward_bytes(src, dst, edges)
+            },
             free=consumed,
         )
         consumed = []
@@ -650,7 +714,7 @@ def add_backward(
     for layer in reversed(layers):
         spec = model.layers[layer]
         src, dst, edges = sizes[layer]
-        tid = f"{prefix}.bwd{layer}"
+        tid = task_ids.backward_task(prefix, layer)
         plan.compute(
             tid,
             gpu,
@@ -662,7 +726,7 @@ def add_backward(
             items=edges,
             features=spec.backward_cost_features(src, dst, edges),
             memory=src * spec.in_dim * 4,
-            free=[f"{prefix}.act{layer}"],
+            free=[task_ids.activation_tensor(prefix, layer)],
         )
         last = [tid]
     return last[0]
@@ -673,7 +737,7 @@ def add_gradient_sync(plan: Plan, inputs: SchemeInputs, iteration: int, deps: li
 
     Returns the step task of each worker (what its next iteration's forward waits for).
     """
-    sync = f"i{iteration}.allreduce"
+    sync = task_ids.allreduce_task(iteration)
     plan.collective(
         sync,
         "allreduce",
@@ -687,7 +751,7 @@ def add_gradient_sync(plan: Plan, inputs: SchemeInputs, iteration: int, deps: li
     state = inputs.model.training_state_bytes(inputs.optimizer)
     steps = []
     for w, gpu in enumerate(inputs.workers):
-        tid = f"i{iteration}.w{w}.update"
+        tid = task_ids.update_task(iteration, w)
         # The step reads weights, gradients and optimizer state and writes weights and state.
         plan.compute(
             tid,

@@ -85,13 +85,14 @@ from workbench.strategies.execution.base import (
     feature_reads,
     service_fetch,
 )
-from workbench.strategies.execution.model_centric import ModelCentricScheme
+from workbench.strategies.execution.model_centric import REAL_RUN_PARAMS, ModelCentricScheme
 
 
 @EXECUTION_SCHEMES.register("hopgnn")
 class HopGNNScheme(ExecutionScheme):
     """HopGNN: models migrate to the features over micrographs; pre-gathering; micrograph merging."""
 
+    real_run_params = REAL_RUN_PARAMS  # as model-centric's executor: realrun.schemes.hopgnn
     HELP = {
         "micrographs": "micrograph-based training with model migration (+MG); off: model-centric subgraphs",
         "pregather": "one deduplicated remote feature fetch per server and iteration (+PG; needs micrographs)",

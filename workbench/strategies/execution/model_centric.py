@@ -21,26 +21,33 @@ from __future__ import annotations
 
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
+from workbench.strategies.execution import task_ids
 from workbench.strategies.execution.base import (
     FEATURE_SERVICE_HELP,
     PREFETCH_HELP,
     Exchange,
-    ExecutionScheme,
-    Prefetch,
+    IterationPlanner,
+    MinibatchScheme,
     SchemeInputs,
     add_feature_reads,
     add_forward_backward,
     add_gradient_sync,
-    add_resident_state,
-    add_sampling,
     add_service_reads,
     block_sizes,
     check_prefetch,
 )
+from workbench.strategies.sampling.base import Minibatch
+
+# What the real executor (realrun/schemes/model_centric.py) runs with: it samples (hands over)
+# and gathers an iteration's minibatch only after the previous iteration's optimizer step (no
+# loader process runs ahead), and its feature store reads the sources in stages. It has no
+# feature service (paper 003's artifact's gRPC path, a simulated option), so a real run asking
+# for one is refused rather than mis-planned.
+REAL_RUN_PARAMS = {"prefetch": 0, "overlap_reads": False, "feature_service": False}
 
 
 @EXECUTION_SCHEMES.register("model-centric")
-class ModelCentricScheme(ExecutionScheme):
+class ModelCentricScheme(MinibatchScheme):
     """DGL-style data parallel: features move to each worker's model copy, gradients all-reduced."""
 
     HELP = {
@@ -49,38 +56,64 @@ class ModelCentricScheme(ExecutionScheme):
         "false: in stages, as the real feature store runs them",
         "feature_service": FEATURE_SERVICE_HELP,
     }
+    real_run_params = REAL_RUN_PARAMS
 
     def __init__(self, prefetch: int = 1, overlap_reads: bool = True, feature_service: bool = False) -> None:
         self.prefetch = check_prefetch(prefetch, "model-centric")
         self.overlap_reads = overlap_reads
         self.feature_service = feature_service
 
-    def build(self, inputs: SchemeInputs) -> Plan:
+    def plan_details(self) -> dict[str, object]:
         # The service is named in the meta only when on, so other plans stay as they were.
         service = {"feature_service": True} if self.feature_service else {}
-        plan = self.empty_plan(inputs, prefetch=self.prefetch, overlap_reads=self.overlap_reads, **service)
-        add_resident_state(plan, inputs)
-        ahead = Prefetch(self.prefetch)
-        steps: list[str] = []
-        for it, minibatches in enumerate(inputs.epoch):
-            finals = []
-            exchange = Exchange()
-            for w, mb in enumerate(minibatches):
-                prefix = f"i{it}.w{w}"
-                sample = add_sampling(plan, inputs, w, it, mb, prefix, ahead)
-                if self.feature_service:
-                    reads, gathered = add_service_reads(plan, inputs, w, it, mb.input_nodes, [sample], prefix)
-                else:
-                    reads, gathered = add_feature_reads(
-                        plan, inputs, w, it, mb.input_nodes, [sample], prefix, self.overlap_reads, exchange
-                    )
-                ready = reads or [sample]
-                if steps:
-                    ready = [*ready, steps[w]]
-                sizes = block_sizes(mb)
-                finals.append(add_forward_backward(plan, inputs, w, it, sizes, ready, prefix, frees=gathered))
-            exchange.couple()
-            steps = add_gradient_sync(plan, inputs, it, finals)
-            ahead.record(steps)
-            inputs.planned(it)
-        return plan
+        return {"prefetch": self.prefetch, "overlap_reads": self.overlap_reads, **service}
+
+    def iteration_planner(
+        self, plan: Plan, inputs: SchemeInputs, iteration: int, previous_steps: list[str]
+    ) -> IterationPlanner:
+        return _DataParallelIteration(self, plan, inputs, iteration, previous_steps)
+
+
+class _DataParallelIteration(IterationPlanner):
+    """Each worker's step planned as soon as its minibatch is sampled: its reads, then forward and
+    backward once its previous optimizer step is done; then the gradient sync."""
+
+    def __init__(
+        self,
+        scheme: ModelCentricScheme,
+        plan: Plan,
+        inputs: SchemeInputs,
+        iteration: int,
+        previous_steps: list[str],
+    ) -> None:
+        self.scheme, self.plan, self.inputs, self.it = scheme, plan, inputs, iteration
+        self.previous_steps = previous_steps
+        self.exchange = Exchange()
+        self.finals: list[str] = []
+
+    def sampled(self, w: int, minibatch: Minibatch, sample: str) -> None:
+        plan, inputs, it = self.plan, self.inputs, self.it
+        prefix = task_ids.worker_prefix(it, w)
+        if self.scheme.feature_service:
+            reads, gathered = add_service_reads(plan, inputs, w, it, minibatch.input_nodes, [sample], prefix)
+        else:
+            reads, gathered = add_feature_reads(
+                plan,
+                inputs,
+                w,
+                it,
+                minibatch.input_nodes,
+                [sample],
+                prefix,
+                self.scheme.overlap_reads,
+                self.exchange,
+            )
+        ready = reads or [sample]
+        if self.previous_steps:
+            ready = [*ready, self.previous_steps[w]]
+        sizes = block_sizes(minibatch)
+        self.finals.append(add_forward_backward(plan, inputs, w, it, sizes, ready, prefix, frees=gathered))
+
+    def finish(self) -> list[str]:
+        self.exchange.couple()
+        return add_gradient_sync(self.plan, self.inputs, self.it, self.finals)

@@ -104,6 +104,7 @@ def structure_bytes(block: Block) -> int:
 class P3Scheme(ExecutionScheme):
     """P3: first layer model parallel over feature slices (partials all-to-all), the rest data parallel."""
 
+    real_run_params = {"prefetch": 0, "feature_service": False}  # realrun.schemes.p3: no feature service in the real store
     HELP = {
         "prefetch": PREFETCH_HELP,
         "feature_service": "each worker's host slice rows come through paper 003's artifact's feature "

@@ -120,6 +120,8 @@ class RocFullGraphScheme(ExecutionScheme):
     """ROC: full-graph training, a part per GPU, halo exchange per layer, a per-GPU memory policy."""
 
     full_graph = True
+    plans_per_iteration = True
+    real_run_params = {"memory_policy": RESIDENT, "training": True}  # what realrun.schemes.roc_fullgraph runs
     HELP = {
         "memory_policy": "'resident' (every tensor of the part stays on its GPU) or a registered "
         "memory policy (dpmm, lru, streaming) that streams the part's tensors through host DRAM",
