@@ -155,6 +155,7 @@ class Workbench:
             device=torch.device("cpu"),
             config=prepared.config,
             inputs=inputs,
+            scheme=prepared.scheme,
             task_index=setup["task_index"],
             store=None,
             counter=self.counter,

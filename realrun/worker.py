@@ -165,6 +165,7 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
         device=device,
         config=prepared.config,
         inputs=inputs,
+        scheme=prepared.scheme,
         task_index=setup.task_index,
         store=None,
         counter=counter,

@@ -28,7 +28,7 @@ from realrun.feature_store import ByteCounter, FeatureStore, tensor_bytes
 from realrun.layers import LayerBackend
 from workbench.config import RunConfig
 from workbench.strategies.execution import task_ids
-from workbench.strategies.execution.base import SchemeInputs
+from workbench.strategies.execution.base import ExecutionScheme, SchemeInputs
 
 # What a worker is doing, as the launcher's watchdog sees it (the status array's phase code).
 STATUS_PHASES = (
@@ -163,6 +163,7 @@ class WorkerContext:
     device: torch.device
     config: RunConfig
     inputs: SchemeInputs
+    scheme: ExecutionScheme  # the run's scheme: its schedule is what the executor carries out
     task_index: dict[str, int]  # plan task id -> its position in the plan
     store: FeatureStore | None  # set once the context exists (the store reads its clock)
     counter: ByteCounter
