@@ -11,6 +11,11 @@
   training (paper 000, Fig. 9).
 * ``fidelity``: real runs on this machine, calibration on half, the simulator scored on
   the rest (``gnnwb fidelity``); it must run here, one point at a time.
+* ``bulk-sampling-step``: ``sim`` plus the first bulk sampling step's critical path and bytes.
+* ``published-fit``: a paper's testbed fitted to its published figures.
+
+The measures live here, not in the study modules, because the runner looks them up here and
+every study module imports the runner: a measure in a study module would close an import cycle.
 
 Every function runs in whatever process executes the point, so it imports lazily and
 returns plain numbers and strings.
@@ -20,7 +25,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from workbench.plan import Plan
 
 
 def _prepare(point: Any, spine_cache: bool | None = None) -> Any:
@@ -39,7 +50,7 @@ def measure_sim(point: Any) -> dict[str, Any]:
     prepared = _prepare(point)
     costs = prepared_cost_model(prepared)  # a calibrated profile's ([hardware] profile), else None
     extra: dict[str, Any] = {}
-    if hasattr(prepared.scheme, "plan_iteration"):
+    if prepared.scheme.plans_per_iteration:
         from workbench.online import train_online
 
         records, trace = train_online(prepared, lambda plan: simulate(plan, prepared.cluster, costs).trace)
@@ -166,10 +177,10 @@ def measure_micrograph_locality(point: Any) -> dict[str, Any]:
 
 
 def measure_fidelity(point: Any) -> dict[str, Any]:
-    """``gnnwb fidelity``'s experiment (:func:`workbench.cli.fidelity.fidelity`): the grid run for real
+    """``gnnwb fidelity``'s experiment (:func:`studies.fidelity_experiment.fidelity`): the grid run for real
     on this machine's CPU worker processes, calibration on one half, the simulator scored on the other.
 
-    ``point.config["fidelity"]``: the experiment's settings (:class:`~workbench.cli.fidelity.FidelityOptions`
+    ``point.config["fidelity"]``: the experiment's settings (:class:`~studies.fidelity_experiment.FidelityOptions`
     without ``out``). Its folder is ``$GNNWB_CACHE/fidelity/<point key>`` (else under
     ``~/.cache/gnnwb``): an interrupted point, run again, keeps the real runs it finished. Returns the
     summary and every row of the held-out table, so the analysis needs nothing but the stored result.
@@ -178,7 +189,7 @@ def measure_fidelity(point: Any) -> dict[str, Any]:
 
     import pandas as pd
 
-    from workbench.cli.fidelity import FidelityOptions, fidelity
+    from studies.fidelity_experiment import FidelityOptions, fidelity
     from workbench.epoch import default_cache_dir
     from workbench.errors import WorkbenchError
 
@@ -204,18 +215,116 @@ def measure_fidelity(point: Any) -> dict[str, Any]:
     }
 
 
-def measure_bulk_sampling_step(point: Any) -> dict[str, Any]:
-    """``sim`` plus the first bulk sampling step's critical path and bytes (paper 004's study)."""
-    from studies.study_bulk_sampling import measure_sampling_step
+# ---- bulk-sampling: the first sampling step of a simulated pipeline -----------------------------
+STEP = "b0."  # the first bulk sampling step's task ids (bulk_pipeline names them b{step}.)
+COMM_KINDS = ("transfer", "collective")
 
-    return measure_sampling_step(point)
+
+def measure_bulk_sampling_step(point: Any) -> dict[str, Any]:
+    """``sim`` plus the first bulk sampling step's figures (:func:`sampling_step_figures`;
+    paper 004's study, ``studies.study_bulk_sampling``)."""
+    from sim import simulate
+    from sim.calibrate import prepared_cost_model
+    from workbench.run import results_row
+
+    prepared = _prepare(point)
+    plan = prepared.plan()
+    trace = simulate(plan, prepared.cluster, prepared_cost_model(prepared)).trace
+    row = results_row(prepared, trace)
+    row.update(sampling_step_figures(plan, trace, prepared.inputs.num_workers))
+    return row
+
+
+def sampling_step_figures(plan: Plan, trace: pd.DataFrame, workers: int) -> dict[str, float]:
+    """The first sampling step's time, its critical path split into communication and compute,
+    and the bytes each process sends, by what they carry.
+
+    The critical path is walked back from the step's last task to finish, at each task to the
+    dependency that finished last; its communication time is the summed duration of the
+    transfers and collectives on it (paper 004, section 5.2.1 counts the P/c^2 steps of the
+    outer loop and the all-reduce along this path). Time on the path that no task covers is
+    waiting for an engine or a link held by work off the path.
+    """
+    import pandas as pd
+
+    rows = trace[trace["task"].str.startswith(STEP)]
+    span = rows.groupby("task").agg(start=("start", "min"), end=("end", "max"), sent=("bytes", "sum"))
+    tasks = {t.id: t for t in plan.tasks if t.id in span.index}
+    comm = compute = seed_layer_comm = 0.0
+    current: str | None = str(span["end"].idxmax())
+    while current is not None:
+        duration = float(span.at[current, "end"] - span.at[current, "start"])
+        if tasks[current].kind in COMM_KINDS:
+            comm += duration
+            # b0.l0.*: the layer at the seeds, the one section 5.2.1's analysis works through
+            seed_layer_comm += duration if current.startswith(STEP + "l0.") else 0.0
+        else:
+            compute += duration
+        deps = [d for d in tasks[current].deps if d in tasks]
+        current = max(deps, key=lambda d: float(span.at[d, "end"])) if deps else None
+    step_s = float(span["end"].max() - span["start"].min())
+    carries = pd.Series({tid: t.carries for tid, t in tasks.items() if t.kind in COMM_KINDS}, dtype=object)
+    sent = span.loc[carries.index, "sent"].groupby(carries).sum() if len(carries) else pd.Series(dtype=float)
+    per_process = {
+        kind: float(sent.get(kind, 0)) / workers for kind in ("indices", "adjacency", "probabilities")
+    }
+    return {
+        "step_ms": 1e3 * step_s,
+        "critical_comm_ms": 1e3 * comm,
+        "critical_comm_seed_layer_ms": 1e3 * seed_layer_comm,
+        "critical_compute_ms": 1e3 * compute,
+        "critical_wait_ms": 1e3 * max(step_s - comm - compute, 0.0),
+        "MB_per_process": sum(per_process.values()) / 1e6,
+        "request_MB_per_process": per_process["indices"] / 1e6,
+        "rows_MB_per_process": per_process["adjacency"] / 1e6,
+        "allreduce_MB_per_process": per_process["probabilities"] / 1e6,
+    }
+
+
+# ---- published: a paper's testbed fitted to its published figures ------------------------------
+PUBLISHED_FIGURES = Path(__file__).resolve().parent / "published"
 
 
 def measure_published_fit(point: Any) -> dict[str, Any]:
-    """A paper's testbed fitted to its published figures (``studies.study_published``)."""
-    from studies.study_published import measure
+    """The fit of one paper's figures file (or its evaluation where nothing is fitted), as plain
+    data (``studies.study_published``)."""
+    from sim.calibrate.published import load_published
+    from sim.calibrate.published_fit import fit_published, published_profile
 
-    return measure(point)
+    pub = load_published(PUBLISHED_FIGURES / point.config["figures"], require_fit=False)
+    row: dict[str, Any] = {
+        "title": pub.title,
+        "hardware": pub.hardware,
+        "parameters": [p.name for p in pub.parameters],
+        "notes": [],
+        "rows": [_unused_row(f) for f in pub.figures if not f.use],
+    }
+    if not any(f.use for f in pub.figures):
+        row.update(status="not fitted: no figure the workbench can compute", fitted=False)
+        return row
+    result = fit_published(pub)
+    fitted = bool(pub.parameters) and bool(pub.fitted())
+    row.update(
+        {
+            "status": result.status,
+            "fitted": fitted,
+            "start": result.start,
+            "values": result.values,
+            "evaluations": result.evaluations,
+            "seconds": result.seconds,
+            "sum_squared_residuals": result.cost,
+            "notes": result.notes,
+            "rows": result.rows,
+            "profile": published_profile(result, f"gnnwb study run {point.study}").to_toml()
+            if fitted
+            else "",
+        }
+    )
+    return row
+
+
+def _unused_row(f: Any) -> dict[str, Any]:
+    return {"id": f.id, "role": "not used", "source": f.source, "paper": f.value_text(), "reason": f.reason}
 
 
 MEASURES: dict[str, Callable[[Any], dict[str, Any]]] = {

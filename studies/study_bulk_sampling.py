@@ -12,7 +12,7 @@ Two parts:
   Perlmutter-like nodes (4 A100 each) with 4, 8 and 16 GPUs, the adjacency replicated on
   every GPU or split into ``P/c`` block rows with replication factor ``c``. Per point the
   first sampling step's time, the communication time on its critical path and the bytes
-  each process sends (:func:`sampling_step_figures`).
+  each process sends (:func:`studies.measures.sampling_step_figures`).
 
 The paper's claim that 1.5D communication falls with ``c`` is about time: section 5.2.1
 prices the outer loop's ``P/c^2`` dependent steps and the all-reduce as
@@ -35,7 +35,6 @@ from studies.plots import bar_chart, line_chart, save
 from studies.report import ReportPage
 from studies.runner import Point, Study, register_study
 from studies.verdict import Claim, judge
-from workbench.plan import Plan
 
 AMORTISES = Claim(
     "bulk sampling amortises its cost over the k minibatches it samples at once",
@@ -123,71 +122,6 @@ def points(full: bool) -> list[Point]:
             config = _pipeline(full, gpus, "partitioned-1.5d", c, schedule)
             out.append(Point(NAME, label, config, measure="bulk-sampling-step"))
     return out
-
-
-# ---- the sampling step's figures from a simulated pipeline ---------------------------------
-STEP = "b0."  # the first bulk sampling step's task ids (bulk_pipeline names them b{step}.)
-COMM_KINDS = ("transfer", "collective")
-
-
-def sampling_step_figures(plan: Plan, trace: pd.DataFrame, workers: int) -> dict[str, float]:
-    """The first sampling step's time, its critical path split into communication and compute,
-    and the bytes each process sends, by what they carry.
-
-    The critical path is walked back from the step's last task to finish, at each task to the
-    dependency that finished last; its communication time is the summed duration of the
-    transfers and collectives on it (paper 004, section 5.2.1 counts the P/c^2 steps of the
-    outer loop and the all-reduce along this path). Time on the path that no task covers is
-    waiting for an engine or a link held by work off the path.
-    """
-    rows = trace[trace["task"].str.startswith(STEP)]
-    span = rows.groupby("task").agg(start=("start", "min"), end=("end", "max"), sent=("bytes", "sum"))
-    tasks = {t.id: t for t in plan.tasks if t.id in span.index}
-    comm = compute = seed_layer_comm = 0.0
-    current: str | None = str(span["end"].idxmax())
-    while current is not None:
-        duration = float(span.at[current, "end"] - span.at[current, "start"])
-        if tasks[current].kind in COMM_KINDS:
-            comm += duration
-            # b0.l0.*: the layer at the seeds, the one section 5.2.1's analysis works through
-            seed_layer_comm += duration if current.startswith(STEP + "l0.") else 0.0
-        else:
-            compute += duration
-        deps = [d for d in tasks[current].deps if d in tasks]
-        current = max(deps, key=lambda d: float(span.at[d, "end"])) if deps else None
-    step_s = float(span["end"].max() - span["start"].min())
-    carries = pd.Series({tid: t.carries for tid, t in tasks.items() if t.kind in COMM_KINDS}, dtype=object)
-    sent = span.loc[carries.index, "sent"].groupby(carries).sum() if len(carries) else pd.Series(dtype=float)
-    per_process = {
-        kind: float(sent.get(kind, 0)) / workers for kind in ("indices", "adjacency", "probabilities")
-    }
-    return {
-        "step_ms": 1e3 * step_s,
-        "critical_comm_ms": 1e3 * comm,
-        "critical_comm_seed_layer_ms": 1e3 * seed_layer_comm,
-        "critical_compute_ms": 1e3 * compute,
-        "critical_wait_ms": 1e3 * max(step_s - comm - compute, 0.0),
-        "MB_per_process": sum(per_process.values()) / 1e6,
-        "request_MB_per_process": per_process["indices"] / 1e6,
-        "rows_MB_per_process": per_process["adjacency"] / 1e6,
-        "allreduce_MB_per_process": per_process["probabilities"] / 1e6,
-    }
-
-
-def measure_sampling_step(point: Point) -> dict[str, Any]:
-    """Simulate the point's pipeline (as the ``sim`` measure does) and add its first sampling
-    step's figures (:func:`sampling_step_figures`)."""
-    from sim import simulate
-    from sim.calibrate import prepared_cost_model
-    from workbench.config import config_from_dict
-    from workbench.run import prepare_run, results_row
-
-    prepared = prepare_run(config_from_dict(point.config, f"study {point.study} point {point.label}"))
-    plan = prepared.plan()
-    trace = simulate(plan, prepared.cluster, prepared_cost_model(prepared)).trace
-    row = results_row(prepared, trace)
-    row.update(sampling_step_figures(plan, trace, prepared.inputs.num_workers))
-    return row
 
 
 # ---- the page ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``fidelity``: the calibrated simulator against real runs on this machine (the calibration issue's table).
 
-One point: ``gnnwb fidelity``'s experiment (:func:`workbench.cli.fidelity.fidelity`).
+One point: ``gnnwb fidelity``'s experiment (:func:`studies.fidelity_experiment.fidelity`).
 model-centric and hopgnn configurations (partitions x placements x fanouts) run for real on CPU
 worker processes of this machine, each several times; the simulator is calibrated on one
 half of the grid (a checkerboard) and predicts the other half, whose measurements it
@@ -31,7 +31,7 @@ TARGET_MEDIAN, TARGET_WORST = 0.05, 0.15
 
 
 def points(full: bool) -> list[Point]:
-    from workbench.cli.fidelity import GRAPH
+    from studies.fidelity_experiment import GRAPH
 
     workers = [2, 4] if full and (os.cpu_count() or 1) >= 4 else [2]
     settings = {

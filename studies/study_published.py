@@ -21,12 +21,12 @@ from typing import Any
 
 import pandas as pd
 
+from studies.measures import PUBLISHED_FIGURES as FOLDER
 from studies.report import ReportPage
 from studies.runner import Point, Study, register_study
 from studies.verdict import Claim, judge
 
 NAME = "published"
-FOLDER = Path(__file__).resolve().parent / "published"
 RATIOS = ("speedup", "phase_ratio")  # quantities with a direction (above 1) the verdict rule can judge
 
 
@@ -43,45 +43,6 @@ def points(full: bool) -> list[Point]:
         config = {"figures": path.name, "sha256": digest}  # an edited file is a new point
         out.append(Point(NAME, {"paper": path.stem}, config, measure="published-fit"))
     return out
-
-
-def measure(point: Any) -> dict[str, Any]:
-    """The fit of one paper's figures file (or its evaluation where nothing is fitted), as plain data."""
-    from sim.calibrate.published import load_published
-    from sim.calibrate.published_fit import fit_published, published_profile
-
-    pub = load_published(FOLDER / point.config["figures"], require_fit=False)
-    row: dict[str, Any] = {
-        "title": pub.title,
-        "hardware": pub.hardware,
-        "parameters": [p.name for p in pub.parameters],
-        "notes": [],
-        "rows": [_unused_row(f) for f in pub.figures if not f.use],
-    }
-    if not any(f.use for f in pub.figures):
-        row.update(status="not fitted: no figure the workbench can compute", fitted=False)
-        return row
-    result = fit_published(pub)
-    fitted = bool(pub.parameters) and bool(pub.fitted())
-    row.update(
-        {
-            "status": result.status,
-            "fitted": fitted,
-            "start": result.start,
-            "values": result.values,
-            "evaluations": result.evaluations,
-            "seconds": result.seconds,
-            "sum_squared_residuals": result.cost,
-            "notes": result.notes,
-            "rows": result.rows,
-            "profile": published_profile(result, f"gnnwb study run {NAME}").to_toml() if fitted else "",
-        }
-    )
-    return row
-
-
-def _unused_row(f: Any) -> dict[str, Any]:
-    return {"id": f.id, "role": "not used", "source": f.source, "paper": f.value_text(), "reason": f.reason}
 
 
 def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:

@@ -525,7 +525,7 @@ def test_fidelity_table_keeps_signed_errors_per_phase_and_ranks_beyond_noise(tmp
 
 
 def test_fidelity_grid_holds_every_level_out_and_in():
-    from workbench.cli.fidelity import grid
+    from studies.fidelity_experiment import grid
 
     points = grid([2, 4], quick=False)
     assert len(points) == 32 and sum(p.held_out for p in points) == 16

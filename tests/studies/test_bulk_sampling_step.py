@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sim import simulate
-from studies.study_bulk_sampling import sampling_step_figures
+from studies.measures import sampling_step_figures
 from workbench.hardware import load_hardware
 from workbench.plan import Plan
 

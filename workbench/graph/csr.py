@@ -222,6 +222,11 @@ class CSRGraph:
             full = self._feature_cache
         return full if nodes is None else full[np.asarray(nodes, dtype=np.int64)]
 
+    def forget_features(self) -> None:
+        """Drop generated features materialized so far: the next :meth:`features` generates them
+        again, from what the graph says now (its labels, feature dimension and seed)."""
+        self._feature_cache = None
+
     def feature_bytes_per_vertex(self, dtype_bytes: int = 4) -> int:
         return self.feat_dim * dtype_bytes
 

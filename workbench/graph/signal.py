@@ -81,7 +81,7 @@ def attach_node_data(
     )
     graph.meta["label_noise"] = label_noise
     graph.meta["split_fractions"] = {"train": train_fraction, "val": val_fraction, "test": test_fraction}
-    graph._feature_cache = None
+    graph.forget_features()  # features generated before were of the old labels and seed
     return graph
 
 

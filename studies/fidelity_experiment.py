@@ -1,0 +1,483 @@
+"""The fidelity experiment: run configurations for real, calibrate on half, predict the other half.
+
+The grid is the schemes that run for real (model-centric, and hopgnn with all three switches
+and ``minibatches = "as-sampled"``; both with globally random minibatches, the HopGNN paper's
+setup) over partitions x placements x fanouts x worker counts, on CPU
+worker processes of this machine (default 2 workers: more than the machine has cores
+time-share them, which the simulator does not model). Every configuration runs
+``repeats`` times for ``epochs`` epochs (the last one, warm, is the one measured). The
+configurations are split in two by a checkerboard over the grid's factors, so every level
+of every factor is in both halves; calibration (``gnnwb calibrate --attribute-gaps`` on the
+calibration half's warm epochs) never sees the configurations it is scored on
+(with the point-to-point and all-reduce microbenchmarks between two worker processes unless
+``microbench`` is off: a bare send or all-reduce over the same links is what tells a feature
+exchange's fixed cost, its protocol, from the network's latency). The held-out half is simulated with
+the profile and compared, per phase and per epoch, with its measurements and their
+run-to-run spread (``sim.calibrate.fidelity``). Each configuration's plan is the real run's
+(:func:`realrun.launcher.prepare_real_run`: the order its workers keep), so the simulator is
+scored on the schedule that ran.
+
+The modelled hardware (``hardware.toml`` in the output folder) describes what runs here:
+one machine per worker, whose "GPU" is the worker process on a CPU core (``pcie``: the
+copy of a host buffer into it), joined through a NIC (``nic``; the worker and the host
+memory both reach it, as with GPUDirect RDMA, since gloo reads and writes the worker's
+tensors) and the network (``network``: gloo over loopback TCP); calibration fits the values.
+
+:func:`fidelity` is the experiment; ``gnnwb fidelity`` (:mod:`workbench.cli.fidelity`) and the
+``fidelity`` study (:mod:`studies.study_fidelity`) both run it. It lives in ``studies``, the
+lowest layer that may use both the simulator and the real executor. It writes its output
+folder: ``configs/``, ``runs/<config>/r<k>/`` (real run folders; a finished one is kept and not
+run again), ``microbench/``, ``profile.toml``, ``table.csv`` (every held-out configuration and
+quantity), ``summary.json``, ``report.md``, ``scatter.png`` and ``phase_errors.png``.
+
+Only the standard library and :mod:`workbench.errors` load with this module (the rest is
+imported where it is used), so the command line can read :data:`GRAPH` for its ``--help``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import ConfigError
+
+SCHEMES = ("model-centric", "hopgnn")
+# hopgnn's extra table: HopGNN's model d trains worker d's minibatch, cut into micrographs at the
+# roots' home servers (the paper's setup, with globally random minibatches for both schemes).
+SCHEME_TABLE = {"model-centric": "", "hopgnn": 'minibatches = "as-sampled"\n'}
+SHORT = {"model-centric": "mc", "hopgnn": "hop"}
+PARTITIONS = ("random", "metis")
+PLACEMENTS = ("none", "degree")
+FANOUTS = ((5, 5), (10, 10))
+GRAPH = "sbm:n=20000,blocks=8,deg=10,feat=128"
+
+CONFIG = """name = "{name}"
+seed = 0
+
+[graph]
+name = "{graph}"
+
+[hardware]
+name = "{hardware}"
+
+[model]
+name = "sage"
+hidden = 64
+num_layers = 2
+
+[training]
+batch_size = {batch}
+iterations = {iterations}
+workers = {workers}
+seeds = "global"
+
+[cache]
+capacity = "20%"
+
+[partition]
+name = "{partition}"
+{placement}
+[sampling]
+name = "neighbor"
+fanouts = [{fanouts}]
+
+[execution]
+name = "{scheme}"
+{scheme_table}"""
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One configuration of the grid, and whether it is held out of calibration."""
+
+    scheme: str
+    partition: str
+    placement: str
+    fanouts: tuple[int, ...]
+    workers: int
+    held_out: bool
+
+    @property
+    def name(self) -> str:
+        f = "-".join(map(str, self.fanouts))
+        return f"{SHORT[self.scheme]}-{self.partition}-{self.placement}-f{f}-w{self.workers}"
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "scheme": self.scheme,
+            "partition": self.partition,
+            "placement": self.placement,
+            "fanouts": "-".join(map(str, self.fanouts)),
+            "workers": self.workers,
+        }
+
+
+def grid(workers: list[int], quick: bool) -> list[GridPoint]:
+    """Every combination; held out where the levels' indices sum to an odd number (a checkerboard)."""
+    placements = PLACEMENTS[:1] if quick else PLACEMENTS
+    out = []
+    for (h, scheme), (i, w), (j, part), (k, place), (m, fan) in itertools.product(
+        enumerate(SCHEMES),
+        enumerate(workers),
+        enumerate(PARTITIONS),
+        enumerate(placements),
+        enumerate(FANOUTS),
+    ):
+        out.append(GridPoint(scheme, part, place, fan, w, bool((h + i + j + k + m) % 2)))
+    return out
+
+
+def hardware_toml(machines: int) -> str:
+    """The modelled cluster of this machine's CPU workers (see the module docstring)."""
+    from workbench.hardware.spec import ClusterSpec, GPUSpec, LinkSpec, MachineSpec
+
+    worker = GPUSpec("cpu-worker", 8 * 2**30, 50e9, 10e9, 2)
+    ms, links, transit = [], [], {"net": "network"}
+    for i in range(machines):
+        # gloo reads and writes the worker's own tensors: "GPUDirect RDMA", and a direct link
+        # from the worker to the NIC, so communication does not cross the host-copy link.
+        m = MachineSpec(f"m{i}", (worker,), 16 * 2**30, 1, 10e9, gpudirect_rdma=True)
+        ms.append(m)
+        transit.update({f"m{i}.rc": "root-complex", f"m{i}.nic": "nic"})
+        links += [
+            LinkSpec(m.host_node, f"m{i}.rc", 10e9, 0.0, "host"),
+            LinkSpec(f"m{i}.rc", f"m{i}.gpu0", 5e9, 1e-6, "pcie"),
+            LinkSpec(f"m{i}.rc", f"m{i}.nic", 5e9, 1e-6, "nic"),
+            LinkSpec(f"m{i}.gpu0", f"m{i}.nic", 5e9, 1e-6, "nic"),
+            LinkSpec(f"m{i}.nic", "net", 1e9, 20e-6, "network"),
+        ]
+    spec = ClusterSpec(
+        "cpu-workers-loopback",
+        tuple(ms),
+        tuple(links),
+        transit,
+        "CPU worker processes on one machine, each modelled as a machine with one 'GPU' (the worker) "
+        "joined over loopback TCP (gloo); values are starting points that calibration replaces",
+    )
+    return spec.to_toml()
+
+
+@dataclass(frozen=True)
+class FidelityOptions:
+    """One fidelity experiment: where it writes, the grid, and how each configuration runs."""
+
+    out: Path
+    workers: tuple[int, ...] = (2,)
+    repeats: int = 5
+    epochs: int = 2
+    iterations: int = 8
+    batch: int = 256
+    graph: str = GRAPH
+    quick: bool = False
+    microbench: bool = True
+
+    def check(self) -> None:
+        if not self.workers or min(self.workers) < 1 or min(self.repeats, self.epochs, self.iterations) < 1:
+            raise ConfigError("--workers, --repeats, --epochs and --iterations must be positive")
+
+
+def fidelity(opts: FidelityOptions) -> dict[str, Any]:
+    """Run the grid for real (finished runs are kept and not run again), calibrate on one half,
+    score the simulator on the other; writes the output folder and returns the summary."""
+    opts.check()
+    out = opts.out
+    (out / "configs").mkdir(parents=True, exist_ok=True)
+    hardware = out / "hardware.toml"
+    hardware.write_text(hardware_toml(max(opts.workers)))
+    points = grid(list(opts.workers), opts.quick)
+    # A configuration's prepared run and plan, by name: built once, and only where something needs it.
+    prepared: dict[str, tuple[Any, Any]] = {}
+    runs: dict[str, list[Path]] = {}
+    for n, point in enumerate(points, 1):
+        config = write_config(point, opts, hardware)
+        runs[point.name] = _run_repeats(point, config, opts, prepared, f"[{n}/{len(points)}]")
+    sources: list[Any] = []
+    if opts.microbench:
+        sources.extend(_microbench(out / "microbench"))
+    for point in points:
+        if not point.held_out:
+            plan = _plan(prepared, point, out)
+            sources.extend(_warm_source(f, plan, opts.epochs) for f in runs[point.name])
+    return _score(opts, hardware, points, prepared, runs, sources)
+
+
+def write_config(point: GridPoint, opts: FidelityOptions, hardware: Path) -> Path:
+    """The point's run configuration (a TOML file under ``configs/``), on the modelled ``hardware``."""
+    config = opts.out / "configs" / f"{point.name}.toml"
+    placement = "" if point.placement == "none" else f'\n[placement]\nname = "{point.placement}"\n'
+    config.write_text(
+        CONFIG.format(
+            name=point.name,
+            graph=opts.graph,
+            hardware=hardware.resolve(),
+            batch=opts.batch,
+            iterations=opts.iterations,
+            workers=point.workers,
+            partition=point.partition,
+            placement=placement,
+            fanouts=", ".join(map(str, point.fanouts)),
+            scheme=point.scheme,
+            scheme_table=SCHEME_TABLE[point.scheme],
+        )
+    )
+    return config
+
+
+def _run_repeats(
+    point: GridPoint,
+    config: Path,
+    opts: FidelityOptions,
+    prepared: dict[str, tuple[Any, Any]],
+    progress: str,
+) -> list[Path]:
+    """Run ``config`` ``opts.repeats`` times, skipping the runs already finished; their folders."""
+    folders = []
+    for r in range(opts.repeats):
+        folder = opts.out / "runs" / point.name / f"r{r}"
+        folders.append(folder)
+        if _finished(folder, config, opts.epochs):
+            continue
+        if point.name not in prepared:
+            prepared[point.name] = _prepare(config)
+        prep, plan = prepared[point.name]
+        print(f"{progress} {point.name} run {r + 1}/{opts.repeats}", flush=True)
+        _run(prep, plan, config, folder, opts.epochs)
+    return folders
+
+
+def _finished(folder: Path, config: Path, epochs: int) -> bool:
+    meta = folder / "run.json"
+    if not meta.exists() or not (folder / "config.toml").exists():
+        return False
+    done = json.loads(meta.read_text())
+    return (
+        done.get("status") == "complete"
+        and done.get("epochs_finished", 0) >= epochs
+        and (folder / "config.toml").read_text() == config.read_text()
+    )
+
+
+def _prepare(config: Path) -> tuple[Any, Any]:
+    from realrun.launcher import prepare_real_run
+
+    prep, plan, _ = prepare_real_run(config, None, "cpu")
+    return prep, plan
+
+
+def _plan(prepared: dict[str, tuple[Any, Any]], point: GridPoint, out: Path) -> Any:
+    if point.name not in prepared:
+        prepared[point.name] = _prepare(out / "configs" / f"{point.name}.toml")
+    return prepared[point.name][1]
+
+
+def _run(prep: Any, plan: Any, config: Path, folder: Path, epochs: int) -> None:
+    import os
+
+    from realrun.launcher import launch
+
+    before = os.getloadavg()[0]
+    summary = launch(prep, plan, config, device="cpu", out=folder, epochs=epochs, evaluate=False)
+    if not summary.complete:
+        raise ConfigError(f"{folder}: the real run failed: {summary.error}")
+    # What else ran on the machine: the 1-minute load average before and after the run.
+    load = {"load_before": before, "load_after": os.getloadavg()[0], "cpus": os.cpu_count()}
+    (folder / "load.json").write_text(json.dumps(load) + "\n")
+
+
+def _microbench(folder: Path) -> list[Any]:
+    """Point-to-point and all-reduce between two worker processes: calibration data (not scored)."""
+    from realrun.microbench import MicrobenchConfig, run_microbench
+    from sim.calibrate import read_source
+
+    if not (folder / "trace.parquet").exists():
+        print("microbenchmarks: p2p and allreduce between two worker processes", flush=True)
+        run_microbench(MicrobenchConfig.default("cpu", quick=True, benchmarks=("p2p", "allreduce")), folder)
+    return [read_source(folder / "trace.parquet", rebuild_plans=False)]
+
+
+def _warm_source(folder: Path, plan: Any, epochs: int) -> Any:
+    """The run's last epoch as a calibration source, with the plan's compute features."""
+    import dataclasses
+
+    from sim.calibrate import features_from_plan, read_source
+
+    source = read_source(folder / "trace.parquet", rebuild_plans=False)
+    trace = source.trace
+    warm = trace[trace["epoch"] == epochs - 1].reset_index(drop=True) if "epoch" in trace.columns else trace
+    return dataclasses.replace(source, trace=warm, features=features_from_plan(warm, plan, source.name))
+
+
+def _score(
+    opts: FidelityOptions,
+    hardware: Path,
+    points: list[GridPoint],
+    prepared: dict[str, tuple[Any, Any]],
+    runs: dict[str, list[Path]],
+    sources: list[Any],
+) -> dict[str, Any]:
+    """Calibrate on ``sources``, simulate the held-out points and compare; writes the table,
+    summary, report and plots into ``opts.out`` and returns the summary."""
+    from sim.calibrate.fidelity import compare, plot, summarize
+
+    out = opts.out
+    print(
+        f"calibrating on {sum(not p.held_out for p in points)} configurations ({len(sources)} traces)",
+        flush=True,
+    )
+    profile_path, profile = _calibrate(sources, hardware, out / "profile.toml")
+    held_out = [p for p in points if p.held_out]
+    predicted = {p.name: _predict(p, prepared, out, profile_path, profile) for p in held_out}
+    measured: dict[str, Any] = {}
+    loads: list[dict[str, float]] = []
+    for point in held_out:
+        measured[point.name], point_loads = _measure(runs[point.name], opts.epochs)
+        loads += point_loads
+    table = compare(measured, predicted, {p.name: p.info() for p in held_out})
+    summary = summarize(table)
+    summary["machine"] = _machine(loads)
+    summary["calibration"] = {"profile": str(profile_path), "traces": len(sources)}
+    summary["schemes"] = per_scheme(table)
+    table.to_csv(out / "table.csv", index=False)
+    summary["images"] = [p.name for p in plot(table, summary, out)]
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / "report.md").write_text(_report(table, summary, opts))
+    return summary
+
+
+def _calibrate(sources: list[Any], hardware: Path, path: Path) -> tuple[Path, Any]:
+    """Fit a profile of ``hardware`` to the calibration half's traces, write it to ``path``; the
+    file and the profile as read back from it (as every other user of the profile sees it)."""
+    from sim.calibrate import calibrate, load_profile
+    from workbench.hardware import load_hardware
+
+    profile = calibrate(
+        sources, load_hardware(str(hardware)), gaps=True, command="gnnwb fidelity (calibration half)"
+    )
+    written = profile.write(path)
+    return written, load_profile(written)
+
+
+def _predict(
+    point: GridPoint, prepared: dict[str, tuple[Any, Any]], out: Path, profile_path: Path, profile: Any
+) -> tuple[float, dict[str, float]]:
+    """The point's simulated epoch span and busy seconds per phase, on the calibrated profile."""
+    from sim import simulate
+    from sim.calibrate.fidelity import epoch_span, phase_busy
+    from workbench.run import apply_profile
+
+    prep, plan = prepared.get(point.name) or _prepare(out / "configs" / f"{point.name}.toml")
+    cluster, _ = apply_profile(prep.cluster, str(profile_path), point.name)
+    sim = simulate(plan, cluster, cost_model=profile.cost_model, run_id=point.name).trace
+    return epoch_span(sim), phase_busy(sim, gaps=False)
+
+
+def _measure(folders: list[Path], epochs: int) -> tuple[Any, list[dict[str, float]]]:
+    """The measured warm epoch and busy seconds per phase of each run folder, and the machine's
+    load around each run (where recorded)."""
+    import pandas as pd
+
+    from sim.calibrate.fidelity import Measured, phase_busy
+    from workbench.trace import read_trace
+
+    measured = Measured()
+    loads = []
+    for folder in folders:
+        trace = read_trace(folder / "trace.parquet")
+        warm = trace[trace["epoch"] == epochs - 1]
+        results = pd.read_csv(folder / "results.csv")
+        measured.epoch.append(float(results.loc[results["epoch"] == epochs - 1, "epoch_s"].iloc[0]))
+        measured.phases.append(phase_busy(warm))
+        if (folder / "load.json").exists():
+            loads.append(json.loads((folder / "load.json").read_text()))
+    return measured, loads
+
+
+def _machine(loads: list[dict[str, float]]) -> dict[str, Any]:
+    """This machine's CPU count and its 1-minute load average around the held-out runs."""
+    import os
+
+    import numpy as np
+
+    around = [x["load_before"] for x in loads] + [x["load_after"] for x in loads]
+    return {
+        "cpus": os.cpu_count(),
+        "load_median": float(np.median(around)) if loads else None,
+        "load_max": max((max(x["load_before"], x["load_after"]) for x in loads), default=None),
+    }
+
+
+def per_scheme(table: Any) -> dict[str, dict[str, float]]:
+    """Held-out epoch errors of each scheme: median and worst |error|, mean signed error."""
+    epoch = table[table["quantity"] == "epoch"]
+    return {
+        str(name): {
+            "median_abs_error": float(g["error"].abs().median()),
+            "worst_abs_error": float(g["error"].abs().max()),
+            "mean_error": float(g["error"].mean()),
+        }
+        for name, g in epoch.groupby("scheme", sort=False)
+    }
+
+
+def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
+    epoch = table[table["quantity"] == "epoch"]
+    lines = [
+        "# Fidelity: simulated vs measured on held-out configurations",
+        "",
+        f"model-centric and hopgnn on CPU worker processes, {opts.repeats} runs per configuration, epoch {opts.epochs - 1} "
+        f"measured; {summary['configurations']} held-out configurations.",
+        "",
+        f"Epoch time: median |error| {summary['epoch_median_abs_error']:.1%}, worst {summary['epoch_worst_abs_error']:.1%}, "
+        f"mean signed {summary['epoch_mean_error']:+.1%}; the measurement's own run-to-run spread (median) "
+        f"{summary['epoch_median_spread']:.1%}. By scheme: "
+        + "; ".join(
+            f"{name} median {v['median_abs_error']:.1%}, worst {v['worst_abs_error']:.1%}, "
+            f"mean signed {v['mean_error']:+.1%}"
+            for name, v in summary["schemes"].items()
+        )
+        + ".",
+        "",
+        "| configuration | measured (ms) | spread | simulated (ms) | error |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in epoch.itertuples(index=False):
+        lines.append(
+            f"| {r.config} | {r.measured_s * 1e3:.2f} | {r.spread:.1%} | {r.predicted_s * 1e3:.2f} | {r.error:+.1%} |"
+        )
+    machine = summary["machine"]
+    lines += [
+        "",
+        f"Machine: {machine['cpus']} CPUs; 1-minute load average around the runs: median "
+        + (
+            f"{machine['load_median']:.2f}, max {machine['load_max']:.2f}"
+            if machine["load_median"] is not None
+            else "n/a"
+        )
+        + " (other processes on the machine inflate and scatter the measured times; more workers than CPUs "
+        "time-share them, which the simulator does not model).",
+    ]
+    lines += [
+        "",
+        "Per phase (busy seconds summed over workers; idle gaps counted to the activity after them):",
+        "",
+        "| phase | share of busy | median abs error | worst | mean signed | run-to-run spread |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for phase, v in summary["phases"].items():
+        lines.append(
+            f"| {phase} | {v['share_of_busy']:.1%} | {v['median_abs_error']:.1%} | {v['worst_abs_error']:.1%} | "
+            f"{v['mean_error']:+.1%} | {v['median_spread']:.1%} |"
+        )
+    rank = summary["ranking"]
+    lines += [
+        "",
+        f"Ranking: of {rank['pairs']} pairs, {rank['within_noise']} differ by less than their measured spread; "
+        f"{rank['discordant']} of the others are ordered differently by the simulator"
+        + (f" ({'; '.join(rank['discordant_pairs'])})" if rank["discordant_pairs"] else "")
+        + ".",
+        "",
+    ]
+    return "\n".join(lines)
