@@ -152,132 +152,168 @@ class NaiveFeatureCentricScheme(ExecutionScheme):
         samples: list[str],
         start: list[str],
     ) -> list[str]:
-        """Model ``d``'s tour of iteration ``it``; returns what the all-reduce waits for."""
-        sizes = mg.sizes
-        layer0 = inputs.model.layers[0]
-        fb = DTYPE_BYTES * layer0.in_dim
-        dst0 = sizes[0][1]
-        sample_deps = [samples[w] for w in mg.sources]
-        ready = list(start)  # what the model's next task waits for
-        arrivals: list[str] = []  # the hop that brought the model here (its buffers live until it leaves)
-        accumulator = f"i{it}.m{d}.partials"
-        tour = stops(inputs, d, mg.input_nodes)
-        here = d
-        for k, (s, vertices) in enumerate(tour):
-            prefix = f"i{it}.w{s}.m{d}"
-            if k:
-                carried = [("model", inputs.model.param_bytes()), ("partials", partial_bytes(inputs, sizes))]
-                arrivals = self._hop(
-                    plan,
-                    inputs,
-                    it,
-                    d,
-                    here,
-                    s,
-                    ready,
-                    carried + [("adjacency", adjacency_bytes(sizes))],
-                    free=[accumulator] if k == 1 else [],
-                )
-                ready = list(arrivals)
-                here = s
-            read = add_service_reads if self.feature_service else add_feature_reads
-            reads, gathered = read(plan, inputs, s, it, vertices, sample_deps, prefix)
-            assert mg.input_edge_src is not None  # cut with edge_sources
-            edges = int(np.isin(mg.input_edge_src, vertices).sum())
-            count = int(vertices.shape[0])
-            plan.compute(
-                f"{prefix}.aggregate",
-                inputs.workers[s],
-                "forward",
-                reads + ready + ([] if reads else sample_deps),
-                worker=s,
-                iteration=it,
-                layer=0,
-                items=edges,
-                features={
-                    "vertices": float(dst0),
-                    "src_vertices": float(count),
-                    "edges": float(edges),
-                    "in_dim": float(layer0.in_dim),
-                    "out_dim": float(layer0.in_dim),
-                    "flops": float(edges * layer0.in_dim),
-                    "bytes": float(count * fb + edges * (INDEX_BYTES + fb) + 2 * dst0 * fb),
-                },
-                allocate={accumulator: partial_bytes(inputs, sizes)} if k == 0 else {},
-                free=gathered,
-            )
-            ready = [f"{prefix}.aggregate", *arrivals]
-        # Layer 0 is aggregated: finish it (its transform) and the other layers' forward here.
-        prefix = f"i{it}.w{here}.m{d}"
-        plan.compute(
-            f"{prefix}.fwd0",
-            inputs.workers[here],
-            "forward",
-            ready,
-            worker=here,
-            iteration=it,
-            layer=0,
-            items=0,
-            features=layer0.cost_features(dst0, dst0, 0),
-            allocate={f"{prefix}.act0": layer0.saved_for_backward_bytes(*sizes[0])},
-            free=[accumulator] if len(tour) == 1 else [],
-        )
-        layers = range(1, inputs.model.num_layers)
-        last = add_forward(plan, inputs, here, it, sizes, [f"{prefix}.fwd0"], prefix, layers=layers)
-        if here == d:
-            return [add_backward(plan, inputs, d, it, sizes, [last], prefix)]
-        # Back home with what backward needs; backward runs there.
-        home = f"i{it}.w{d}.m{d}.home"
-        saved = saved_bytes(inputs, sizes)
-        back = self._hop(
-            plan,
-            inputs,
-            it,
-            d,
-            here,
-            d,
-            [last, *arrivals],
-            [
-                ("model", inputs.model.param_bytes()),
-                ("activations", sum(saved)),
-                ("adjacency", adjacency_bytes(sizes)),
-            ],
-            free=[f"{prefix}.act{layer}" for layer in range(inputs.model.num_layers)],
-            allocate={f"{home}.act{layer}": b for layer, b in enumerate(saved)},
-        )
-        return [add_backward(plan, inputs, d, it, sizes, back, home), *back]
+        """Model ``d``'s tour of iteration ``it`` (after ``start``); returns what the all-reduce waits for."""
+        return _ModelTour(plan, inputs, it, d, mg, samples, self.feature_service).run(start)
 
-    @staticmethod
-    def _hop(
+
+class _ModelTour:
+    """One model's tour of one iteration: its feature stops (aggregating layer 0 at each), the rest of
+    the forward at the last stop, and backward at home (travelling back with the activations)."""
+
+    def __init__(
+        self,
         plan: Plan,
         inputs: SchemeInputs,
         it: int,
         d: int,
-        src: int,
+        mg: Micrographs,
+        samples: list[str],
+        feature_service: bool,
+    ) -> None:
+        self.plan = plan
+        self.inputs = inputs
+        self.it = it
+        self.d = d
+        self.mg = mg
+        self.sizes = mg.sizes
+        self.sample_deps = [samples[w] for w in mg.sources]  # the samplings that cut its subgraph
+        self.read = add_service_reads if feature_service else add_feature_reads
+        self.accumulator = f"i{it}.m{d}.partials"  # layer 0's partial sums, allocated at home
+        self.here = d  # the server the model is on
+        self.ready: list[str] = []  # what the model's next task waits for
+        self.arrivals: list[
+            str
+        ] = []  # the hop that brought the model here (its buffers live until it leaves)
+
+    def run(self, start: list[str]) -> list[str]:
+        """The tour, after ``start``; returns what the all-reduce waits for."""
+        self.ready = list(start)
+        tour = stops(self.inputs, self.d, self.mg.input_nodes)
+        for k, (s, vertices) in enumerate(tour):
+            if k:
+                self.move_to(s, first=k == 1)
+            self.aggregate(s, vertices, home=k == 0)
+        last = self.forward(sole_stop=len(tour) == 1)
+        if self.here == self.d:
+            prefix = f"i{self.it}.w{self.here}.m{self.d}"
+            return [add_backward(self.plan, self.inputs, self.d, self.it, self.sizes, [last], prefix)]
+        return self.backward_at_home(last)
+
+    def move_to(self, s: int, first: bool) -> None:
+        """Hop to feature stop ``s`` with the parameters, the partial sums and the topology; the
+        ``first`` hop sends the accumulator away from home (a later one's is the previous arrival's)."""
+        carried = [
+            ("model", self.inputs.model.param_bytes()),
+            ("partials", partial_bytes(self.inputs, self.sizes)),
+            ("adjacency", adjacency_bytes(self.sizes)),
+        ]
+        self.arrivals = self.hop(s, self.ready, carried, free=[self.accumulator] if first else [])
+        self.ready = list(self.arrivals)
+        self.here = s
+
+    def aggregate(self, s: int, vertices: np.ndarray, home: bool) -> None:
+        """At stop ``s``: read ``vertices``' features locally and add them into layer 0's partial
+        sums (whose accumulator the ``home`` stop allocates)."""
+        layer0 = self.inputs.model.layers[0]
+        fb = DTYPE_BYTES * layer0.in_dim
+        dst0 = self.sizes[0][1]
+        prefix = f"i{self.it}.w{s}.m{self.d}"
+        reads, gathered = self.read(self.plan, self.inputs, s, self.it, vertices, self.sample_deps, prefix)
+        assert self.mg.input_edge_src is not None  # cut with edge_sources
+        edges = int(np.isin(self.mg.input_edge_src, vertices).sum())
+        count = int(vertices.shape[0])
+        self.plan.compute(
+            f"{prefix}.aggregate",
+            self.inputs.workers[s],
+            "forward",
+            reads + self.ready + ([] if reads else self.sample_deps),
+            worker=s,
+            iteration=self.it,
+            layer=0,
+            items=edges,
+            features={
+                "vertices": float(dst0),
+                "src_vertices": float(count),
+                "edges": float(edges),
+                "in_dim": float(layer0.in_dim),
+                "out_dim": float(layer0.in_dim),
+                "flops": float(edges * layer0.in_dim),
+                "bytes": float(count * fb + edges * (INDEX_BYTES + fb) + 2 * dst0 * fb),
+            },
+            allocate={self.accumulator: partial_bytes(self.inputs, self.sizes)} if home else {},
+            free=gathered,
+        )
+        self.ready = [f"{prefix}.aggregate", *self.arrivals]
+
+    def forward(self, sole_stop: bool) -> str:
+        """Layer 0 is aggregated: finish it (its transform) and the other layers' forward here.
+        Returns the last forward task. At a ``sole_stop`` (home) the accumulator is freed here."""
+        layer0 = self.inputs.model.layers[0]
+        dst0 = self.sizes[0][1]
+        prefix = f"i{self.it}.w{self.here}.m{self.d}"
+        self.plan.compute(
+            f"{prefix}.fwd0",
+            self.inputs.workers[self.here],
+            "forward",
+            self.ready,
+            worker=self.here,
+            iteration=self.it,
+            layer=0,
+            items=0,
+            features=layer0.cost_features(dst0, dst0, 0),
+            allocate={f"{prefix}.act0": layer0.saved_for_backward_bytes(*self.sizes[0])},
+            free=[self.accumulator] if sole_stop else [],
+        )
+        layers = range(1, self.inputs.model.num_layers)
+        return add_forward(
+            self.plan, self.inputs, self.here, self.it, self.sizes, [f"{prefix}.fwd0"], prefix, layers=layers
+        )
+
+    def backward_at_home(self, last: str) -> list[str]:
+        """Back home (after ``last``, the forward) with what backward needs; backward runs there.
+        Returns what the all-reduce waits for."""
+        prefix = f"i{self.it}.w{self.here}.m{self.d}"
+        home = f"i{self.it}.w{self.d}.m{self.d}.home"
+        saved = saved_bytes(self.inputs, self.sizes)
+        back = self.hop(
+            self.d,
+            [last, *self.arrivals],
+            [
+                ("model", self.inputs.model.param_bytes()),
+                ("activations", sum(saved)),
+                ("adjacency", adjacency_bytes(self.sizes)),
+            ],
+            free=[f"{prefix}.act{layer}" for layer in range(self.inputs.model.num_layers)],
+            allocate={f"{home}.act{layer}": b for layer, b in enumerate(saved)},
+        )
+        return [add_backward(self.plan, self.inputs, self.d, self.it, self.sizes, back, home), *back]
+
+    def hop(
+        self,
         dst: int,
         deps: list[str],
         carried: list[tuple[str, int]],
-        free: tuple[str, ...] | list[str] = (),
+        free: list[str],
         allocate: dict[str, int] | None = None,
     ) -> list[str]:
-        """One migration of model ``d`` from server ``src`` to ``dst``: a transfer per thing it carries.
+        """One migration of the model from where it is to server ``dst``: a transfer per thing it carries.
 
-        ``free``: tensors on ``src`` the hop sends away (freed once the partial sums or
-        activations transfer ends); ``allocate``: the names the activations land under.
+        ``free``: tensors here the hop sends away (freed once the partial sums or activations
+        transfer ends); ``allocate``: the names the activations land under.
         """
         ids = []
         for carries, nbytes in carried:
-            tid = f"i{it}.w{src}.m{d}.migrate.{carries}"
+            tid = f"i{self.it}.w{self.here}.m{self.d}.migrate.{carries}"
             moved = carries in ("partials", "activations")
-            plan.transfer(
+            self.plan.transfer(
                 tid,
-                inputs.workers[src],
-                inputs.workers[dst],
+                self.inputs.workers[self.here],
+                self.inputs.workers[dst],
                 nbytes,
                 "migrate",
                 deps,
-                worker=src,
-                iteration=it,
+                worker=self.here,
+                iteration=self.it,
                 carries=carries,
                 free=list(free) if moved else [],
                 allocate=dict(allocate) if moved and allocate else {},
