@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -53,41 +54,7 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
     summary, table = row["summary"], pd.DataFrame(row["table"])
     folder.mkdir(parents=True, exist_ok=True)
     images = plot(table, summary, folder)
-    median, worst = summary["epoch_median_abs_error"], summary["epoch_worst_abs_error"]
-    holds = median <= TARGET_MEDIAN and worst <= TARGET_WORST
-    phases = pd.DataFrame(
-        [
-            {
-                "phase": phase,
-                "share of measured busy time": v["share_of_busy"],
-                "median |error|": v["median_abs_error"],
-                "worst |error|": v["worst_abs_error"],
-                "mean signed error": v["mean_error"],
-                "run-to-run spread": v["median_spread"],
-            }
-            for phase, v in summary["phases"].items()
-        ]
-    )
-    misses = phases[phases["median |error|"] > phases["run-to-run spread"]].sort_values(
-        "share of measured busy time", ascending=False
-    )
-    # Where the gap comes from: each phase's simulated minus measured busy time, summed over the
-    # held-out configurations; the largest in size says where the epoch error lies.
-    per_phase = table[table["quantity"] != "epoch"]
-    gap = (per_phase["predicted_s"] - per_phase["measured_s"]).groupby(per_phase["quantity"]).sum()
-    widest = str(gap.abs().idxmax()) if len(gap) else ""
-    held = table[table["quantity"] == "epoch"]
-    epoch = pd.DataFrame(
-        {
-            "configuration": held["config"],
-            "measured (ms)": held["measured_s"] * 1e3,
-            "run-to-run spread": held["spread"].map(lambda x: f"{x:.1%}"),
-            "simulated (ms)": held["predicted_s"] * 1e3,
-            "error": held["error"].map(_percent),
-        }
-    )
-    machine = summary.get("machine", {})
-    rank = summary["ranking"]
+    phases = _phase_errors(summary)
     page = ReportPage(
         "Fidelity: the calibrated simulator against real runs on this machine",
         "Published calibrated simulators of distributed training report 3-9% average error; the workbench "
@@ -95,43 +62,10 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         f"{summary['configurations']} held-out configurations of model-centric and hopgnn on CPU worker processes "
         "(gloo over loopback), calibrated on the other half of the grid.",
     )
-    page.add(
-        "Claim and figure",
-        f"Target: median |error| <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}. Workbench: median "
-        f"{median:.1%}, worst {worst:.1%}, mean signed {summary['epoch_mean_error']:+.1%}, against the "
-        f"measurement's own run-to-run spread of {summary['epoch_median_spread']:.1%} (median) "
-        f"({'target met' if holds else 'target NOT met'}). "
-        + "".join(
-            f"{name}: median {v['median_abs_error']:.1%}, worst {v['worst_abs_error']:.1%}, mean signed "
-            f"{v['mean_error']:+.1%}. "
-            for name, v in summary.get("schemes", {}).items()
-        )
-        + f"Ranking: of {rank['pairs']} pairs of held-out "
-        f"configurations, {rank['within_noise']} differ by less than their measured spread and "
-        f"{rank['discordant']} of the others are ordered differently by the simulator. "
-        + (
-            "Phases whose median error exceeds their run-to-run spread: "
-            + "; ".join(
-                f"{r['phase']} ({r['mean signed error']:+.0%} mean signed, "
-                f"{r['share of measured busy time']:.0%} of busy time)"
-                for r in misses.to_dict("records")
-            )
-            + ". "
-            + " ".join(why(r["phase"], r["mean signed error"]) for r in misses.to_dict("records"))
-            if len(misses)
-            else "Every phase's error is within its run-to-run spread."
-        )
-        + (
-            f" The phase furthest off in time, summed over the held-out configurations: {widest} "
-            f"({gap[widest] * 1e3:+.1f} ms simulated against measured busy time). "
-            + (why(widest, gap[widest]) if widest not in set(misses["phase"]) else "")
-            if not holds and widest
-            else ""
-        ),
-    )
+    page.add("Claim and figure", _claim_text(summary, table, phases))
     page.add(
         "Held-out epochs",
-        table=epoch,
+        table=_held_out_epochs(table),
         judgement=judge(
             Claim("the calibrated simulator predicts held-out epochs", "none of the papers", "|error|"),
             {},
@@ -149,6 +83,7 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
             "Simulated against measured" if image.name == "scatter.png" else "Error per phase",
             image=image.name,
         )
+    machine = summary.get("machine", {})
     if machine:
         page.add(
             "Machine",
@@ -167,6 +102,89 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
     )
     table.to_csv(folder / "results.csv", index=False)
     return page
+
+
+def _phase_errors(summary: dict[str, Any]) -> pd.DataFrame:
+    """Each phase's share of the measured busy time and its errors against the run-to-run spread."""
+    return pd.DataFrame(
+        [
+            {
+                "phase": phase,
+                "share of measured busy time": v["share_of_busy"],
+                "median |error|": v["median_abs_error"],
+                "worst |error|": v["worst_abs_error"],
+                "mean signed error": v["mean_error"],
+                "run-to-run spread": v["median_spread"],
+            }
+            for phase, v in summary["phases"].items()
+        ]
+    )
+
+
+def _held_out_epochs(table: pd.DataFrame) -> pd.DataFrame:
+    held = table[table["quantity"] == "epoch"]
+    return pd.DataFrame(
+        {
+            "configuration": held["config"],
+            "measured (ms)": held["measured_s"] * 1e3,
+            "run-to-run spread": held["spread"].map(lambda x: f"{x:.1%}"),
+            "simulated (ms)": held["predicted_s"] * 1e3,
+            "error": held["error"].map(_percent),
+        }
+    )
+
+
+def _claim_text(summary: dict[str, Any], table: pd.DataFrame, phases: pd.DataFrame) -> str:
+    """The target against the figure, per scheme, the ranking, and the phases that miss (with why)."""
+    median, worst = summary["epoch_median_abs_error"], summary["epoch_worst_abs_error"]
+    holds = median <= TARGET_MEDIAN and worst <= TARGET_WORST
+    rank = summary["ranking"]
+    return (
+        f"Target: median |error| <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}. Workbench: median "
+        f"{median:.1%}, worst {worst:.1%}, mean signed {summary['epoch_mean_error']:+.1%}, against the "
+        f"measurement's own run-to-run spread of {summary['epoch_median_spread']:.1%} (median) "
+        f"({'target met' if holds else 'target NOT met'}). "
+        + "".join(
+            f"{name}: median {v['median_abs_error']:.1%}, worst {v['worst_abs_error']:.1%}, mean signed "
+            f"{v['mean_error']:+.1%}. "
+            for name, v in summary.get("schemes", {}).items()
+        )
+        + f"Ranking: of {rank['pairs']} pairs of held-out "
+        f"configurations, {rank['within_noise']} differ by less than their measured spread and "
+        f"{rank['discordant']} of the others are ordered differently by the simulator. "
+        + _phase_misses(summary, table, phases, holds)
+    )
+
+
+def _phase_misses(summary: dict[str, Any], table: pd.DataFrame, phases: pd.DataFrame, holds: bool) -> str:
+    """The phases whose error exceeds their spread and, where the target is missed, the phase
+    furthest off in time."""
+    misses = phases[phases["median |error|"] > phases["run-to-run spread"]].sort_values(
+        "share of measured busy time", ascending=False
+    )
+    # Where the gap comes from: each phase's simulated minus measured busy time, summed over the
+    # held-out configurations; the largest in size says where the epoch error lies.
+    per_phase = table[table["quantity"] != "epoch"]
+    gap = (per_phase["predicted_s"] - per_phase["measured_s"]).groupby(per_phase["quantity"]).sum()
+    widest = str(gap.abs().idxmax()) if len(gap) else ""
+    return (
+        "Phases whose median error exceeds their run-to-run spread: "
+        + "; ".join(
+            f"{r['phase']} ({r['mean signed error']:+.0%} mean signed, "
+            f"{r['share of measured busy time']:.0%} of busy time)"
+            for r in misses.to_dict("records")
+        )
+        + ". "
+        + " ".join(why(r["phase"], r["mean signed error"]) for r in misses.to_dict("records"))
+        if len(misses)
+        else "Every phase's error is within its run-to-run spread."
+    ) + (
+        f" The phase furthest off in time, summed over the held-out configurations: {widest} "
+        f"({gap[widest] * 1e3:+.1f} ms simulated against measured busy time). "
+        + (why(widest, gap[widest]) if widest not in set(misses["phase"]) else "")
+        if not holds and widest
+        else ""
+    )
 
 
 # What the simulator's model of a phase leaves out of the real executor, as far as the traces

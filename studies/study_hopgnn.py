@@ -236,91 +236,114 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
     page.add(
         "Setting (paper 003's artifact, LeapGNN-AE)", _setting_text(results), table=_setting_table(results)
     )
-    main = results[results["part"] == "main"].copy()
-    if len(main):
-        main["epoch_ms"] = 1e3 * main["epoch_s"]
-        pivot = main.pivot_table(index=["graph", "model"], columns="scheme", values="epoch_ms")
-        pivot = pivot[[c for c in SCHEMES if c in pivot.columns]]
-        flat = pivot.copy()
-        flat.index = [f"{g.replace(' (SBM)', ' SBM')}\n{m}" for g, m in flat.index]
-        save(
-            bar_chart(
-                flat,
-                "Epoch time by scheme (paper 003, Figs. 11-12)",
-                "graph / model",
-                "simulated epoch (ms)",
-                width=max(10.0, 2.0 * len(flat)),  # room for each group's two-line label
-            ),
-            folder / "schemes.png",
-        )
-        speed = (pivot["DGL (model-centric)"] / pivot["HopGNN"]).rename("HopGNN speedup over DGL")
-        cells = [f"{g} / {m}" for g, m in pivot.index]
-        over_dgl = judge(OVER_DGL, dict(zip(cells, speed, strict=True)))
-        table = pivot.reset_index().rename_axis(columns=None).assign(**{"HopGNN / DGL": speed.to_numpy()})
-        table["DGL rows at home"] = _home_share(main, pivot.index)
-        page.add(
-            "Claim and figure (Figs. 11-12): HopGNN against DGL",
-            "'DGL rows at home': the share of the rows DGL's minibatches read that live on the worker's own "
-            "server (the graph's locality as the baseline meets it). "
-            + ("" if over_dgl.verdict == "reproduced" else _why_small(main)),
-            image="schemes.png",
-            table=table,
-            judgement=over_dgl,
-        )
-        for claim, column, missing in (
-            (
-                OVER_P3,
-                "P3",
-                "the workbench's P3 splits the first layer of GCN and GraphSAGE only, so GAT has no P3 cell",
-            ),
-            (OVER_NAIVE, "naive", ""),
-        ):
-            if column not in pivot.columns:
-                continue
-            ratio = pivot[column] / pivot["HopGNN"]
-            gaps = [c for c, v in zip(cells, ratio, strict=True) if v != v]
-            page.add(
-                f"Claim and figure (Figs. 11-12): HopGNN against {column}",
-                f"No {column} point for {', '.join(gaps)}: {missing}." if gaps and missing else "",
-                judgement=judge(claim, dict(zip(cells, ratio, strict=True)), missing),
-            )
-    ablation = results[results["part"] == "ablation"].copy()
-    if len(ablation):
-        base = float(ablation.loc[ablation["variant"] == "DGL", "epoch_s"].iloc[0])
-        ablation["speedup over DGL"] = base / ablation["epoch_s"]
-        cols = ["variant", "epoch_s", "speedup over DGL", "gather_remote_bytes", "h2d_bytes", "migrate_bytes"]
-        speedups = dict(zip(ablation["variant"], ablation["speedup over DGL"], strict=True))
-        for variant, paper in ABLATION_PAPER.items():
-            claim = Claim(
-                f"{variant} is faster than DGL", "Fig. 13", f"DGL / {variant}", paper=(paper, paper)
-            )
-            page.add(
-                f"Ablation (Fig. 13): {variant}",
-                "GAT on products-like, as the paper's Fig. 13 (GAT on Products). Bytes moved per phase show "
-                "where each technique saves; the next section shows which model elements move the figures."
-                if variant == "+MG"
-                else "",
-                table=ablation[[c for c in cols if c in ablation.columns]] if variant == "+MG" else None,
-                judgement=judge(claim, {variant: speedups.get(variant, float("nan"))}),
-            )
+    _scheme_sections(page, results, folder)
+    _ablation_sections(page, results)
     _add_elements(page, results)
-    locality = results[results["part"] == "locality"].copy()
-    if len(locality):
-        locality["servers"] = locality["servers"].astype(int)
-        locality["R_micro / R_sub"] = locality["r_micro"] / locality["r_sub"]
+    _locality_section(page, results)
+    _growth_sections(page, results, folder)
+    results.to_csv(folder / "results.csv", index=False)
+    return page
+
+
+def _scheme_sections(page: ReportPage, results: pd.DataFrame, folder: Path) -> None:
+    """Figs. 11-12: epoch time by scheme, and HopGNN against DGL, P3 and the naive scheme."""
+    main = results[results["part"] == "main"].copy()
+    if not len(main):
+        return
+    main["epoch_ms"] = 1e3 * main["epoch_s"]
+    pivot = main.pivot_table(index=["graph", "model"], columns="scheme", values="epoch_ms")
+    pivot = pivot[[c for c in SCHEMES if c in pivot.columns]]
+    flat = pivot.copy()
+    flat.index = [f"{g.replace(' (SBM)', ' SBM')}\n{m}" for g, m in flat.index]
+    save(
+        bar_chart(
+            flat,
+            "Epoch time by scheme (paper 003, Figs. 11-12)",
+            "graph / model",
+            "simulated epoch (ms)",
+            width=max(10.0, 2.0 * len(flat)),  # room for each group's two-line label
+        ),
+        folder / "schemes.png",
+    )
+    speed = (pivot["DGL (model-centric)"] / pivot["HopGNN"]).rename("HopGNN speedup over DGL")
+    cells = [f"{g} / {m}" for g, m in pivot.index]
+    over_dgl = judge(OVER_DGL, dict(zip(cells, speed, strict=True)))
+    table = pivot.reset_index().rename_axis(columns=None).assign(**{"HopGNN / DGL": speed.to_numpy()})
+    table["DGL rows at home"] = _home_share(main, pivot.index)
+    page.add(
+        "Claim and figure (Figs. 11-12): HopGNN against DGL",
+        "'DGL rows at home': the share of the rows DGL's minibatches read that live on the worker's own "
+        "server (the graph's locality as the baseline meets it). "
+        + ("" if over_dgl.verdict == "reproduced" else _why_small(main)),
+        image="schemes.png",
+        table=table,
+        judgement=over_dgl,
+    )
+    for claim, column, missing in (
+        (
+            OVER_P3,
+            "P3",
+            "the workbench's P3 splits the first layer of GCN and GraphSAGE only, so GAT has no P3 cell",
+        ),
+        (OVER_NAIVE, "naive", ""),
+    ):
+        if column not in pivot.columns:
+            continue
+        ratio = pivot[column] / pivot["HopGNN"]
+        gaps = [c for c, v in zip(cells, ratio, strict=True) if v != v]
         page.add(
-            "Locality (Table 1; paper: R_micro / R_sub from 1.59x at 2 servers to 10.6x at 16)",
-            "Share of a micrograph's vertices on its root's server (R_micro) and of the whole subgraph's "
-            "vertices on that server (R_sub), averaged over sampled roots; METIS parts, 2-layer GraphSAGE.",
-            table=locality[["servers", "roots", "r_micro", "r_sub", "R_micro / R_sub"]],
-            judgement=judge(
-                LOCALITY,
-                {
-                    f"{s} servers": v
-                    for s, v in zip(locality["servers"], locality["R_micro / R_sub"], strict=True)
-                },
-            ),
+            f"Claim and figure (Figs. 11-12): HopGNN against {column}",
+            f"No {column} point for {', '.join(gaps)}: {missing}." if gaps and missing else "",
+            judgement=judge(claim, dict(zip(cells, ratio, strict=True)), missing),
         )
+
+
+def _ablation_sections(page: ReportPage, results: pd.DataFrame) -> None:
+    """Fig. 13: each technique's speedup over DGL, one claim per variant."""
+    ablation = results[results["part"] == "ablation"].copy()
+    if not len(ablation):
+        return
+    base = float(ablation.loc[ablation["variant"] == "DGL", "epoch_s"].iloc[0])
+    ablation["speedup over DGL"] = base / ablation["epoch_s"]
+    cols = ["variant", "epoch_s", "speedup over DGL", "gather_remote_bytes", "h2d_bytes", "migrate_bytes"]
+    speedups = dict(zip(ablation["variant"], ablation["speedup over DGL"], strict=True))
+    for variant, paper in ABLATION_PAPER.items():
+        claim = Claim(f"{variant} is faster than DGL", "Fig. 13", f"DGL / {variant}", paper=(paper, paper))
+        page.add(
+            f"Ablation (Fig. 13): {variant}",
+            "GAT on products-like, as the paper's Fig. 13 (GAT on Products). Bytes moved per phase show "
+            "where each technique saves; the next section shows which model elements move the figures."
+            if variant == "+MG"
+            else "",
+            table=ablation[[c for c in cols if c in ablation.columns]] if variant == "+MG" else None,
+            judgement=judge(claim, {variant: speedups.get(variant, float("nan"))}),
+        )
+
+
+def _locality_section(page: ReportPage, results: pd.DataFrame) -> None:
+    """Table 1: micrograph against subgraph locality by server count."""
+    locality = results[results["part"] == "locality"].copy()
+    if not len(locality):
+        return
+    locality["servers"] = locality["servers"].astype(int)
+    locality["R_micro / R_sub"] = locality["r_micro"] / locality["r_sub"]
+    page.add(
+        "Locality (Table 1; paper: R_micro / R_sub from 1.59x at 2 servers to 10.6x at 16)",
+        "Share of a micrograph's vertices on its root's server (R_micro) and of the whole subgraph's "
+        "vertices on that server (R_sub), averaged over sampled roots; METIS parts, 2-layer GraphSAGE.",
+        table=locality[["servers", "roots", "r_micro", "r_sub", "R_micro / R_sub"]],
+        judgement=judge(
+            LOCALITY,
+            {
+                f"{s} servers": v
+                for s, v in zip(locality["servers"], locality["R_micro / R_sub"], strict=True)
+            },
+        ),
+    )
+
+
+def _growth_sections(page: ReportPage, results: pd.DataFrame, folder: Path) -> None:
+    """Figs. 22b and 23b: the speedup over DGL as machines and feature width grow."""
     for part, key, title in (
         ("machines", "machines", "Machines (Fig. 23b; paper: speedup 1.69x at 2 to 2.55x at 6)"),
         ("features", "feature_dim", "Feature width (Fig. 22b; paper: speedup 2.1x to 2.9x)"),
@@ -346,8 +369,6 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
                 table=pivot.reset_index().rename_axis(columns=None),
                 judgement=judge(GROWTH[part], {f"{key} {k}": v for k, v in pivot["HopGNN speedup"].items()}),
             )
-    results.to_csv(folder / "results.csv", index=False)
-    return page
 
 
 def _setting_table(results: pd.DataFrame) -> pd.DataFrame:

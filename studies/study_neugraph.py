@@ -356,102 +356,9 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         "the size of full mode's, with a third of its GPU memory.",
         table=setting_table(results, chunks),
     )
-    ablation = results[results["part"] == "ablation"]
-    if len(ablation):
-        pivot = ablation.pivot_table(index="graph", columns="variant", values="epoch_ms")[list(ABLATION)]
-        speed = pivot.rdiv(pivot["none"], axis=0)
-        save(
-            bar_chart(
-                speed,
-                "Speedup of each optimisation over none, one GPU (paper 001, Fig. 15)",
-                "graph",
-                "speedup over no optimisation",
-            ),
-            folder / "ablation.png",
-        )
-        swap = (pivot["+pipeline"] / pivot["all (+swap)"]).to_dict()
-        page.add(
-            "Optimisations one by one (Fig. 15): selective scheduling on the sparse graph",
-            "Epoch times in ms on one GPU; the chart shows each variant's speedup over none. Swap-based "
-            "reordering over the pipeline alone: "
-            + ", ".join(f"{g.split()[0]} {v:.3f}x" for g, v in swap.items())
-            + " (the paper: a significant gain, most on reddit-full).",
-            image="ablation.png",
-            table=pivot.reset_index().rename_axis(columns=None),
-            judgement=judge(
-                SELECTIVE,
-                {g: pivot.loc[g, "none"] / pivot.loc[g, "+selective"] for g in pivot.index if "sparse" in g},
-                "the grid has no sparse graph",
-            ),
-        )
-        page.add(
-            "Optimisations one by one (Fig. 15): the pipeline on the dense graph",
-            judgement=judge(
-                PIPELINE,
-                {
-                    g: pivot.loc[g, "+selective"] / pivot.loc[g, "+pipeline"]
-                    for g in pivot.index
-                    if "dense" in g
-                },
-                "the grid has no dense graph",
-            ),
-        )
-    order = results[results["part"] == "order"]
-    if len(order):
-        pivot = order.pivot_table(index="graph", columns="variant", values="epoch_ms")
-        pivot["row-column / column-row"] = pivot["row-column"] / pivot["column-row"]
-        page.add(
-            "Processing order (Fig. 16; paper: column-row 1.4-1.7x faster)",
-            "One GPU, streaming optimisations off, as in the paper. Epoch times in ms.",
-            table=pivot.reset_index().rename_axis(columns=None),
-            judgement=judge(ORDER, pivot["row-column / column-row"].to_dict()),
-        )
-    chain = results[results["part"] == "chain"].copy()
-    if len(chain):
-        chain["gpus"] = chain["gpus"].astype(int)
-        rows = []
-        for graph, sub in chain.groupby("graph", sort=False):
-            pivot = sub.pivot_table(index="gpus", columns="chain", values="epoch_ms")
-            pivot = pivot.rename(columns={False: "chain off", True: "chain on"})
-            pivot.loc[1, "chain off"] = pivot.loc[1, "chain on"]  # one GPU has no chain
-            pivot = pivot[["chain off", "chain on"]]
-            one = float(pivot.loc[1, "chain on"])
-            scaled = one / pivot
-            save(
-                line_chart(
-                    scaled, f"Speedup over 1 GPU, {graph} (paper 001, Fig. 17)", "GPUs", "speedup over 1 GPU"
-                ),
-                folder / f"chain-{graph.split()[0]}.png",
-            )
-            page.add(
-                f"Chain-based scheduling, {graph} (Fig. 17)",
-                "Epoch times in ms; one GPU has no chain (its time is both columns').",
-                image=f"chain-{graph.split()[0]}.png",
-                table=pivot.reset_index().rename_axis(columns=None),
-            )
-            rows.append(
-                {
-                    "graph": graph,
-                    "2 GPUs chain off": scaled.loc[2, "chain off"],
-                    "2 GPUs chain on": scaled.loc[2, "chain on"],
-                    "4 GPUs chain on": scaled.loc[4, "chain on"],
-                    "8 GPUs chain on": scaled.loc[8, "chain on"],
-                }
-            )
-        table = pd.DataFrame(rows)
-        by_graph = table.set_index("graph")
-        page.add(
-            "Claim and figure (Fig. 17): the chain at 2 GPUs",
-            "Speedups over 1 GPU.",
-            table=table,
-            judgement=judge(
-                CHAIN_HELPS, (by_graph["2 GPUs chain on"] / by_graph["2 GPUs chain off"]).to_dict()
-            ),
-        )
-        page.add(
-            "Claim and figure (Fig. 17): 2 GPUs without the chain",
-            judgement=judge(NO_CHAIN_NO_GAIN, by_graph["2 GPUs chain off"].to_dict()),
-        )
+    _ablation_sections(page, results, folder)
+    _order_section(page, results)
+    _chain_sections(page, results, folder)
     elements = element_table(results)
     if len(elements):
         page.add(
@@ -468,6 +375,111 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         page.add("Host-to-GPU and GPU-to-GPU bytes with and without the chain", table=h2d)
     results.to_csv(folder / "results.csv", index=False)
     return page
+
+
+def _ablation_sections(page: ReportPage, results: pd.DataFrame, folder: Path) -> None:
+    """Fig. 15: each optimisation's speedup over none, one GPU."""
+    ablation = results[results["part"] == "ablation"]
+    if not len(ablation):
+        return
+    pivot = ablation.pivot_table(index="graph", columns="variant", values="epoch_ms")[list(ABLATION)]
+    speed = pivot.rdiv(pivot["none"], axis=0)
+    save(
+        bar_chart(
+            speed,
+            "Speedup of each optimisation over none, one GPU (paper 001, Fig. 15)",
+            "graph",
+            "speedup over no optimisation",
+        ),
+        folder / "ablation.png",
+    )
+    swap = (pivot["+pipeline"] / pivot["all (+swap)"]).to_dict()
+    page.add(
+        "Optimisations one by one (Fig. 15): selective scheduling on the sparse graph",
+        "Epoch times in ms on one GPU; the chart shows each variant's speedup over none. Swap-based "
+        "reordering over the pipeline alone: "
+        + ", ".join(f"{g.split()[0]} {v:.3f}x" for g, v in swap.items())
+        + " (the paper: a significant gain, most on reddit-full).",
+        image="ablation.png",
+        table=pivot.reset_index().rename_axis(columns=None),
+        judgement=judge(
+            SELECTIVE,
+            {g: pivot.loc[g, "none"] / pivot.loc[g, "+selective"] for g in pivot.index if "sparse" in g},
+            "the grid has no sparse graph",
+        ),
+    )
+    page.add(
+        "Optimisations one by one (Fig. 15): the pipeline on the dense graph",
+        judgement=judge(
+            PIPELINE,
+            {g: pivot.loc[g, "+selective"] / pivot.loc[g, "+pipeline"] for g in pivot.index if "dense" in g},
+            "the grid has no dense graph",
+        ),
+    )
+
+
+def _order_section(page: ReportPage, results: pd.DataFrame) -> None:
+    """Fig. 16: row-column against column-row processing."""
+    order = results[results["part"] == "order"]
+    if not len(order):
+        return
+    pivot = order.pivot_table(index="graph", columns="variant", values="epoch_ms")
+    pivot["row-column / column-row"] = pivot["row-column"] / pivot["column-row"]
+    page.add(
+        "Processing order (Fig. 16; paper: column-row 1.4-1.7x faster)",
+        "One GPU, streaming optimisations off, as in the paper. Epoch times in ms.",
+        table=pivot.reset_index().rename_axis(columns=None),
+        judgement=judge(ORDER, pivot["row-column / column-row"].to_dict()),
+    )
+
+
+def _chain_sections(page: ReportPage, results: pd.DataFrame, folder: Path) -> None:
+    """Fig. 17: speedup over one GPU with and without chain-based scheduling, per graph, and the claims."""
+    chain = results[results["part"] == "chain"].copy()
+    if not len(chain):
+        return
+    chain["gpus"] = chain["gpus"].astype(int)
+    rows = []
+    for graph, sub in chain.groupby("graph", sort=False):
+        pivot = sub.pivot_table(index="gpus", columns="chain", values="epoch_ms")
+        pivot = pivot.rename(columns={False: "chain off", True: "chain on"})
+        pivot.loc[1, "chain off"] = pivot.loc[1, "chain on"]  # one GPU has no chain
+        pivot = pivot[["chain off", "chain on"]]
+        one = float(pivot.loc[1, "chain on"])
+        scaled = one / pivot
+        save(
+            line_chart(
+                scaled, f"Speedup over 1 GPU, {graph} (paper 001, Fig. 17)", "GPUs", "speedup over 1 GPU"
+            ),
+            folder / f"chain-{graph.split()[0]}.png",
+        )
+        page.add(
+            f"Chain-based scheduling, {graph} (Fig. 17)",
+            "Epoch times in ms; one GPU has no chain (its time is both columns').",
+            image=f"chain-{graph.split()[0]}.png",
+            table=pivot.reset_index().rename_axis(columns=None),
+        )
+        rows.append(
+            {
+                "graph": graph,
+                "2 GPUs chain off": scaled.loc[2, "chain off"],
+                "2 GPUs chain on": scaled.loc[2, "chain on"],
+                "4 GPUs chain on": scaled.loc[4, "chain on"],
+                "8 GPUs chain on": scaled.loc[8, "chain on"],
+            }
+        )
+    table = pd.DataFrame(rows)
+    by_graph = table.set_index("graph")
+    page.add(
+        "Claim and figure (Fig. 17): the chain at 2 GPUs",
+        "Speedups over 1 GPU.",
+        table=table,
+        judgement=judge(CHAIN_HELPS, (by_graph["2 GPUs chain on"] / by_graph["2 GPUs chain off"]).to_dict()),
+    )
+    page.add(
+        "Claim and figure (Fig. 17): 2 GPUs without the chain",
+        judgement=judge(NO_CHAIN_NO_GAIN, by_graph["2 GPUs chain off"].to_dict()),
+    )
 
 
 register_study(

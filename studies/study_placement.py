@@ -245,35 +245,8 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
     page.add(
         "Setting (paper 002's slides against this study)", _setting_text(), table=_setting_table(results)
     )
-    charts = []
-    for link in grid["interconnect"].unique():
-        sub = grid[grid["interconnect"] == link]
-        pivot = sub.pivot_table(index="gpus", columns="placement", values="loading_ms")
-        pivot = pivot[[c for c in PLACEMENTS if c in pivot.columns]]
-        name = f"loading-{link.lower().replace(' ', '-')}.png"
-        save(
-            bar_chart(
-                pivot,
-                f"Data loading per iteration and GPU, {link} (paper 002, 'Speedup' slides)",
-                "GPUs",
-                "milliseconds per iteration per GPU",
-            ),
-            folder / name,
-        )
-        charts.append((link, name, pivot))
-    ratios = []
-    for link, _, pivot in charts:
-        for n, row in pivot.iterrows():
-            ratios.append(
-                {
-                    "interconnect": link,
-                    "gpus": n,
-                    "random / song-jiang": row["random"] / row["song-jiang"],
-                    "METIS / song-jiang": row["METIS"] / row["song-jiang"],
-                    "PaGraph / song-jiang": row["PaGraph"] / row["song-jiang"],
-                }
-            )
-    ratio = pd.DataFrame(ratios)
+    charts = _loading_charts(grid, folder)
+    ratio = _loading_ratios(charts)
     page.add(
         "Claim and figure: data loading against random",
         _why(ratio, results),
@@ -296,75 +269,128 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
                 {f"{link} {int(n)} GPUs": v for n, v in (pivot["random"] / pivot["song-jiang"]).items()},
             ),
         )
-    alpha = results[results["part"] == "alpha"].copy()
-    if len(alpha):
-        alpha["loading_ms"] = loading_ms(alpha)
-        page.add(
-            "Alpha sensitivity (Algorithm 1, 8 GPUs on NVSwitch)",
-            "alpha scales how much a peer GPU's read counts against a host read when distributing."
-            + _alpha_note(results),
-            table=alpha[["alpha", "loading_ms", "epoch_s"]],
-            judgement=judge(
-                Claim("loading time against alpha", "Algorithm 1", "loading time"),
-                {},
-                "the slides report no figure for alpha, so this sweep has nothing to be compared with",
-            ),
-        )
-    las = results[results["part"] == "las"].copy()
-    if len(las):
-        las["loading_ms"] = loading_ms(las)
-        base = float(las.loc[las["factor"] == 1.0, "loading_ms"].iloc[0])
-        las["speedup vs factor 1"] = base / las["loading_ms"]
-        nvswitch_random = grid[(grid["interconnect"] == "NVSwitch") & (grid["gpus"] == 8)]
-        nvswitch_random = nvswitch_random[nvswitch_random["placement"] == "random"]["loading_ms"]
-        random_ms = float(nvswitch_random.iloc[0]) if len(nvswitch_random) else float("nan")
-        page.add(
-            "Locality-aware sampling on top of the placement (8 GPUs, NVSwitch)",
-            "factor 1 is plain neighbour sampling; larger factors favour cached neighbours "
-            "(paper: up to 4.4x together with the placement, against random). The verdict compares the "
-            "random placement's loading time (8 GPUs, NVSwitch, plain sampling) with song-jiang's under "
-            "each factor above 1 (factor 1 is no LAS: the placement alone, judged in the first section).",
-            table=las[["factor", "loading_ms", "speedup vs factor 1", "epoch_s"]],
-            judgement=judge(
-                WITH_LAS,
-                {
-                    f"factor {f:g}": random_ms / ms
-                    for f, ms in zip(las["factor"], las["loading_ms"], strict=True)
-                    if f > 1.0
-                },
-                "the grid has no random point on 8 NVSwitch GPUs",
-            ),
-        )
-    pre = results[results["part"] == "preprocess"]
-    if len(pre):
-        table = pre[["placement", "partition_s", "placement_s"]].copy()
-        table["seconds"] = np.where(table["placement"] == "METIS", table["partition_s"], table["placement_s"])
-        seconds = dict(zip(table["placement"], table["seconds"], strict=True))
-        page.add(
-            "Preprocessing time (paper: Reddit 0.49 s for the placement vs 17 s for METIS)",
-            "reddit-like at full size (Reddit's 233K vertices, a tenth of its stored degree: about the "
-            "slide's 11.6M edges), in both modes. METIS: partitioning into 4 parts; song-jiang: the placement, "
-            "its probability estimate included. Each is computed afresh (no cached partition or placement), "
-            "three times in the point's process; the table shows the least (the first also pays imports and "
-            "JIT cache loads, and other work on this shared 2-core machine only adds time). Even so the ratio varies "
-            "between runs here (the placement's fraction of a second is the noisier term); the verdict is "
-            f"'reproduced' from {math.exp(math.log(PREPROCESS.paper[0]) / SIZE_TOLERANCE):.1f}x up (within "
-            f"{SIZE_TOLERANCE:g}x of the paper's in effect, the log of the ratio).",
-            table=table[["placement", "seconds"]],
-            judgement=judge(
-                PREPROCESS,
-                {
-                    "measured on this machine": seconds.get("METIS", float("nan"))
-                    / seconds.get("song-jiang", float("nan"))
-                },
-            ),
-        )
+    _alpha_section(page, results)
+    _las_section(page, results, grid)
+    _preprocess_section(page, results)
     _add_elements(page, results, folder)
     results.to_csv(folder / "results.csv", index=False)
     page.add(
         "Files", "results.csv (every point), the PNG charts, and points/*.json (each point's stored result)."
     )
     return page
+
+
+def _loading_charts(grid: pd.DataFrame, folder: Path) -> list[tuple[str, str, pd.DataFrame]]:
+    """One bar chart per interconnect of loading time by GPUs and placement: (interconnect, file, table)."""
+    charts = []
+    for link in grid["interconnect"].unique():
+        sub = grid[grid["interconnect"] == link]
+        pivot = sub.pivot_table(index="gpus", columns="placement", values="loading_ms")
+        pivot = pivot[[c for c in PLACEMENTS if c in pivot.columns]]
+        name = f"loading-{link.lower().replace(' ', '-')}.png"
+        save(
+            bar_chart(
+                pivot,
+                f"Data loading per iteration and GPU, {link} (paper 002, 'Speedup' slides)",
+                "GPUs",
+                "milliseconds per iteration per GPU",
+            ),
+            folder / name,
+        )
+        charts.append((link, name, pivot))
+    return charts
+
+
+def _loading_ratios(charts: list[tuple[str, str, pd.DataFrame]]) -> pd.DataFrame:
+    """Each baseline's loading time over song-jiang's, per interconnect and GPU count."""
+    ratios = []
+    for link, _, pivot in charts:
+        for n, row in pivot.iterrows():
+            ratios.append(
+                {
+                    "interconnect": link,
+                    "gpus": n,
+                    "random / song-jiang": row["random"] / row["song-jiang"],
+                    "METIS / song-jiang": row["METIS"] / row["song-jiang"],
+                    "PaGraph / song-jiang": row["PaGraph"] / row["song-jiang"],
+                }
+            )
+    return pd.DataFrame(ratios)
+
+
+def _alpha_section(page: ReportPage, results: pd.DataFrame) -> None:
+    alpha = results[results["part"] == "alpha"].copy()
+    if not len(alpha):
+        return
+    alpha["loading_ms"] = loading_ms(alpha)
+    page.add(
+        "Alpha sensitivity (Algorithm 1, 8 GPUs on NVSwitch)",
+        "alpha scales how much a peer GPU's read counts against a host read when distributing."
+        + _alpha_note(results),
+        table=alpha[["alpha", "loading_ms", "epoch_s"]],
+        judgement=judge(
+            Claim("loading time against alpha", "Algorithm 1", "loading time"),
+            {},
+            "the slides report no figure for alpha, so this sweep has nothing to be compared with",
+        ),
+    )
+
+
+def _las_section(page: ReportPage, results: pd.DataFrame, grid: pd.DataFrame) -> None:
+    las = results[results["part"] == "las"].copy()
+    if not len(las):
+        return
+    las["loading_ms"] = loading_ms(las)
+    base = float(las.loc[las["factor"] == 1.0, "loading_ms"].iloc[0])
+    las["speedup vs factor 1"] = base / las["loading_ms"]
+    nvswitch_random = grid[(grid["interconnect"] == "NVSwitch") & (grid["gpus"] == 8)]
+    nvswitch_random = nvswitch_random[nvswitch_random["placement"] == "random"]["loading_ms"]
+    random_ms = float(nvswitch_random.iloc[0]) if len(nvswitch_random) else float("nan")
+    page.add(
+        "Locality-aware sampling on top of the placement (8 GPUs, NVSwitch)",
+        "factor 1 is plain neighbour sampling; larger factors favour cached neighbours "
+        "(paper: up to 4.4x together with the placement, against random). The verdict compares the "
+        "random placement's loading time (8 GPUs, NVSwitch, plain sampling) with song-jiang's under "
+        "each factor above 1 (factor 1 is no LAS: the placement alone, judged in the first section).",
+        table=las[["factor", "loading_ms", "speedup vs factor 1", "epoch_s"]],
+        judgement=judge(
+            WITH_LAS,
+            {
+                f"factor {f:g}": random_ms / ms
+                for f, ms in zip(las["factor"], las["loading_ms"], strict=True)
+                if f > 1.0
+            },
+            "the grid has no random point on 8 NVSwitch GPUs",
+        ),
+    )
+
+
+def _preprocess_section(page: ReportPage, results: pd.DataFrame) -> None:
+    pre = results[results["part"] == "preprocess"]
+    if not len(pre):
+        return
+    table = pre[["placement", "partition_s", "placement_s"]].copy()
+    table["seconds"] = np.where(table["placement"] == "METIS", table["partition_s"], table["placement_s"])
+    seconds = dict(zip(table["placement"], table["seconds"], strict=True))
+    page.add(
+        "Preprocessing time (paper: Reddit 0.49 s for the placement vs 17 s for METIS)",
+        "reddit-like at full size (Reddit's 233K vertices, a tenth of its stored degree: about the "
+        "slide's 11.6M edges), in both modes. METIS: partitioning into 4 parts; song-jiang: the placement, "
+        "its probability estimate included. Each is computed afresh (no cached partition or placement), "
+        "three times in the point's process; the table shows the least (the first also pays imports and "
+        "JIT cache loads, and other work on this shared 2-core machine only adds time). Even so the ratio varies "
+        "between runs here (the placement's fraction of a second is the noisier term); the verdict is "
+        f"'reproduced' from {math.exp(math.log(PREPROCESS.paper[0]) / SIZE_TOLERANCE):.1f}x up (within "
+        f"{SIZE_TOLERANCE:g}x of the paper's in effect, the log of the ratio).",
+        table=table[["placement", "seconds"]],
+        judgement=judge(
+            PREPROCESS,
+            {
+                "measured on this machine": seconds.get("METIS", float("nan"))
+                / seconds.get("song-jiang", float("nan"))
+            },
+        ),
+    )
 
 
 def _setting_table(results: pd.DataFrame) -> pd.DataFrame:

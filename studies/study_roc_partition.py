@@ -166,23 +166,7 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
     # Static partitions: every iteration is the same, the epoch time is one iteration; roc: the last one.
     seconds = train["last_iteration_s"].where(train["partition"] == "roc", train["epoch_s"])
     train["epochs_per_s"] = 1.0 / seconds
-    pivot = train.pivot_table(index="gpus", columns="partition", values="epochs_per_s")[list(PARTITIONS)]
-    save(
-        bar_chart(
-            pivot,
-            "Training throughput by partitioning (paper 000, Fig. 8)",
-            "GPUs",
-            "full-graph epochs per second",
-        ),
-        folder / "throughput.png",
-    )
-    gain = pd.DataFrame(
-        {
-            "gpus": pivot.index,
-            "roc / equal-vertex": pivot["roc"] / pivot["equal-vertex"],
-            "roc / equal-edge": pivot["roc"] / pivot["equal-edge"],
-        }
-    )
+    pivot, gain = _throughput(train, folder)
     page = ReportPage(
         "ROC partitioning (paper 000): learned vs equal-vertex vs equal-edge",
         "ROC: the learned partitioner 'improves training throughput by up to 1.4x compared to the equal vertex "
@@ -206,24 +190,7 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
     )
     page.add("Claim and figure (Fig. 8): against equal-edge", judgement=over_edge)
     if over_vertex.verdict != "reproduced":
-        page.add(
-            f"Where the iteration goes at {ELEMENT_GPUS} GPUs (Fig. 8's last point)",
-            "Per partition, one training iteration: the compute a GPU does on average (forward and backward, "
-            "what ROC's cost model predicts and balances) against the iteration, and the halo bytes that "
-            "cross InfiniBand between machines. roc's columns average its iterations (the first is its "
-            "equal-edge fallback).",
-            table=breakdown(train, ELEMENT_GPUS),
-        )
-        nic = nic_table(full, train)
-        if len(nic):
-            page.add(
-                f"Halo bytes per machine at {ELEMENT_GPUS} GPUs (the static partitions)",
-                "What each machine's InfiniBand port sends and receives in one training iteration (the halo "
-                "rows of every layer and, for the second, their gradients back), from the parts' halos as "
-                "roc-fullgraph plans them (machine_halo_bytes). " + _nic_text(nic),
-                table=nic,
-            )
-        _add_elements(page, results, gain, full)
+        _where_the_iteration_goes(page, results, train, gain, full)
     page.add(
         "Training throughput", image="throughput.png", table=pivot.reset_index().rename_axis(columns=None)
     )
@@ -236,34 +203,86 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         "the part boundaries moved.",
         table=roc,
     )
-    inference = results[results["part"] == "inference"]
-    if len(inference):
-        cols = [
-            "gpus",
-            "test_graphs",
-            "learned_s",
-            "equal_edge_s",
-            "equal_vertex_s",
-            "speedup_vs_equal_edge",
-            "speedup_vs_equal_vertex",
-        ]
-        page.add(
-            "Inference on unseen graphs (Fig. 9)",
-            "Trained online on reddit-like (seed 0), tested on reddit-like graphs of other seeds. No ablation "
-            "was run for this claim: the paper's test graphs are four small PPI graphs (about 2,400 vertices "
-            "each) of a data set whose structure the workbench does not generate, where the study's are "
-            "reddit-like graphs as large as the training graph; that difference is untested.",
-            table=inference[cols],
-            judgement=judge(
-                INFERENCE,
-                {
-                    f"{int(g)} GPUs": v
-                    for g, v in zip(inference["gpus"], inference["speedup_vs_equal_edge"], strict=True)
-                },
-            ),
-        )
+    _inference_section(page, results)
     results.to_csv(folder / "results.csv", index=False)
     return page
+
+
+def _throughput(train: pd.DataFrame, folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 8: epochs per second by GPUs and partitioning (charted), and roc's gain over each baseline."""
+    pivot = train.pivot_table(index="gpus", columns="partition", values="epochs_per_s")[list(PARTITIONS)]
+    save(
+        bar_chart(
+            pivot,
+            "Training throughput by partitioning (paper 000, Fig. 8)",
+            "GPUs",
+            "full-graph epochs per second",
+        ),
+        folder / "throughput.png",
+    )
+    gain = pd.DataFrame(
+        {
+            "gpus": pivot.index,
+            "roc / equal-vertex": pivot["roc"] / pivot["equal-vertex"],
+            "roc / equal-edge": pivot["roc"] / pivot["equal-edge"],
+        }
+    )
+    return pivot, gain
+
+
+def _where_the_iteration_goes(
+    page: ReportPage, results: pd.DataFrame, train: pd.DataFrame, gain: pd.DataFrame, full: bool
+) -> None:
+    """Why roc falls behind equal-vertex: the iteration's compute and halo bytes per partition, and the setting elements."""
+    page.add(
+        f"Where the iteration goes at {ELEMENT_GPUS} GPUs (Fig. 8's last point)",
+        "Per partition, one training iteration: the compute a GPU does on average (forward and backward, "
+        "what ROC's cost model predicts and balances) against the iteration, and the halo bytes that "
+        "cross InfiniBand between machines. roc's columns average its iterations (the first is its "
+        "equal-edge fallback).",
+        table=breakdown(train, ELEMENT_GPUS),
+    )
+    nic = nic_table(full, train)
+    if len(nic):
+        page.add(
+            f"Halo bytes per machine at {ELEMENT_GPUS} GPUs (the static partitions)",
+            "What each machine's InfiniBand port sends and receives in one training iteration (the halo "
+            "rows of every layer and, for the second, their gradients back), from the parts' halos as "
+            "roc-fullgraph plans them (machine_halo_bytes). " + _nic_text(nic),
+            table=nic,
+        )
+    _add_elements(page, results, gain, full)
+
+
+def _inference_section(page: ReportPage, results: pd.DataFrame) -> None:
+    """Fig. 9: the learned cost model's inference on graphs it never saw."""
+    inference = results[results["part"] == "inference"]
+    if not len(inference):
+        return
+    cols = [
+        "gpus",
+        "test_graphs",
+        "learned_s",
+        "equal_edge_s",
+        "equal_vertex_s",
+        "speedup_vs_equal_edge",
+        "speedup_vs_equal_vertex",
+    ]
+    page.add(
+        "Inference on unseen graphs (Fig. 9)",
+        "Trained online on reddit-like (seed 0), tested on reddit-like graphs of other seeds. No ablation "
+        "was run for this claim: the paper's test graphs are four small PPI graphs (about 2,400 vertices "
+        "each) of a data set whose structure the workbench does not generate, where the study's are "
+        "reddit-like graphs as large as the training graph; that difference is untested.",
+        table=inference[cols],
+        judgement=judge(
+            INFERENCE,
+            {
+                f"{int(g)} GPUs": v
+                for g, v in zip(inference["gpus"], inference["speedup_vs_equal_edge"], strict=True)
+            },
+        ),
+    )
 
 
 # Paper 000, Table 4 and section 7.

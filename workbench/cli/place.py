@@ -171,18 +171,14 @@ def _place(args: argparse.Namespace) -> int:
     import numpy as np
 
     from workbench.hardware import load_hardware
-    from workbench.registry import PLACEMENTS, SAMPLERS
+    from workbench.registry import PLACEMENTS
     from workbench.strategies.placement.base import AccessModel, PlacementRequest
-    from workbench.strategies.placement.probability import estimate_access_probability, resolve_estimator
-    from workbench.strategies.placement.song_jiang import SongJiangPlacement
 
     # Build the strategy first: a bad name or parameter fails before a graph is generated.
     placement = PLACEMENTS.create(args.strategy, **parse_params(args.param))
     fanouts = parse_layer_sizes(args.fanouts, "--fanouts") if args.fanouts else None
     sampler_name = args.sampler or ("neighbor" if fanouts else None)
-    sampler = None
-    if sampler_name is not None:
-        sampler = SAMPLERS.create(sampler_name, **({"fanouts": fanouts} if fanouts else {}))
+    sampler = _sampler(sampler_name, fanouts)
     cluster = load_hardware(args.hardware) if args.hardware else None
 
     graph = load_graph(args)
@@ -193,9 +189,58 @@ def _place(args: argparse.Namespace) -> int:
         sampler=sampler, num_layers=num_layers, batch_size=args.batch_size, epochs=args.epochs
     )
     rng = np.random.default_rng(args.seed)
-    request = PlacementRequest(
+    # A request without probabilities first, only for its checks: they fail before the estimate,
+    # which can take a while.
+    PlacementRequest(
         graph=graph, num_gpus=args.gpus, capacity=capacity, cluster=cluster, access=access, rng=rng
     )
+    prob = _access_probability(graph, sampler, sampler_name, fanouts, num_layers, args)
+    request = PlacementRequest(
+        graph=graph,
+        num_gpus=args.gpus,
+        capacity=capacity,
+        access_probability=prob,
+        cluster=cluster,
+        access=access,
+        rng=rng,
+    )
+    started = time.perf_counter()
+    result = placement.place(request)
+    place_seconds = time.perf_counter() - started
+
+    print(
+        f"graph {graph.name}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges; "
+        f"{args.gpus} GPU(s), capacity {capacity:,} vertices each"
+    )
+    print(f"strategy {args.strategy}: placed in {place_seconds:.3f} s")
+    _print_groups(placement, request, result, args.gpus)
+    if placement.dynamic:
+        return _replay(placement, request, sampler, args)
+    _print_hit_rates(result, prob)
+    return 0
+
+
+def _sampler(name: str | None, fanouts: list[int] | None) -> Any:
+    """The sampler the access estimate follows (None: full neighbourhoods, no sampler named)."""
+    from workbench.registry import SAMPLERS
+
+    if name is None:
+        return None
+    return SAMPLERS.create(name, **({"fanouts": fanouts} if fanouts else {}))
+
+
+def _access_probability(
+    graph: Any,
+    sampler: Any,
+    sampler_name: str | None,
+    fanouts: list[int] | None,
+    num_layers: int,
+    args: argparse.Namespace,
+) -> Any:
+    """Each vertex's probability of being read, timed; says on stderr how it was estimated."""
+    import numpy as np
+
+    from workbench.strategies.placement.probability import estimate_access_probability, resolve_estimator
 
     started = time.perf_counter()
     # Full-neighborhood sampling has an exact probability; samplers with fanouts an analytic
@@ -215,33 +260,24 @@ def _place(args: argparse.Namespace) -> int:
         "presample": f"pre-sampled, {args.epochs} epoch(s)",
     }[resolve_estimator(None if exact else sampler)]
     print(f"access probabilities ({how}): {time.perf_counter() - started:.2f} s", file=sys.stderr)
-    request = PlacementRequest(
-        graph=graph,
-        num_gpus=args.gpus,
-        capacity=capacity,
-        access_probability=prob,
-        cluster=cluster,
-        access=access,
-        rng=rng,
-    )
-    started = time.perf_counter()
-    result = placement.place(request)
-    place_seconds = time.perf_counter() - started
+    return prob
 
-    print(
-        f"graph {graph.name}: {graph.num_nodes:,} vertices, {graph.num_edges:,} edges; "
-        f"{args.gpus} GPU(s), capacity {capacity:,} vertices each"
-    )
-    print(f"strategy {args.strategy}: placed in {place_seconds:.3f} s")
+
+def _print_groups(placement: Any, request: Any, result: Any, gpus: int) -> None:
+    """song-jiang's rule per GPU group, and the peer groups where the GPUs do not all read each other."""
+    from workbench.strategies.placement.song_jiang import SongJiangPlacement
+
     if isinstance(placement, SongJiangPlacement):
         for members, alpha in placement.plan_groups(request):
             case = "Rule 1 (replicate)" if alpha is None else f"Algorithm 1, alpha {alpha:.3g}"
             print(f"  GPUs {members}: {case}")
     groups = result.groups()
-    if len(groups) < args.gpus:
+    if len(groups) < gpus:
         print("peer groups (GPUs that read each other's cache): " + " ".join(str(list(g)) for g in groups))
-    if placement.dynamic:
-        return _replay(placement, request, sampler, args)
+
+
+def _print_hit_rates(result: Any, prob: Any) -> None:
+    """A static placement's expected reads and, per GPU, its cache size and where its reads go."""
     rates = result.expected_hit_rate(prob)
     print(f"expected feature reads per minibatch: {float(rates.expected_reads[0]):,.1f} vertices")
     print(f"{'gpu':>4} {'cached':>12} {'local':>8} {'peer':>8} {'host':>8}")
@@ -251,7 +287,6 @@ def _place(args: argparse.Namespace) -> int:
         f"{'all':>4} {sum(result.cache_sizes()):>12,} {rates.local.mean():>8.1%} {rates.peer.mean():>8.1%} "
         f"{rates.host.mean():>8.1%}"
     )
-    return 0
 
 
 def _replay(placement: Any, request: Any, sampler: Any, args: argparse.Namespace) -> int:

@@ -39,6 +39,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         **examples("gnnwb realrun examples/configs/roc-sbm-real.toml -o real-run"),
     )
     accept_negative_values(p)
+    _add_what_runs(p)
+    _add_limits(p)
+    _add_training_options(p)
+    _add_network_emulation(p)
+    p.add_argument(
+        "--online",
+        action="store_true",
+        help="ROC's online loop (roc-fullgraph): one launch per iteration, the partitioner refit to the "
+        "layer times the workers measured before the next iteration is planned, the model carried over",
+    )
+    set_handler(p, run_realrun)
+
+
+def _add_what_runs(p: argparse.ArgumentParser) -> None:
+    """The configuration, its workers and device, where the run writes and for how many epochs."""
     p.add_argument(
         "config",
         metavar="CONFIG.toml",
@@ -72,6 +87,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="epochs over the same sampled minibatches (default: [training] epochs)",
     )
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    """How long the run and a collective may take, and where the workers meet."""
     p.add_argument(
         "--time-limit",
         type=number_arg(positive=True),
@@ -93,6 +112,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0,
         help="TCP port on 127.0.0.1 for the workers' rendezvous (default: a free one)",
     )
+
+
+def _add_training_options(p: argparse.ArgumentParser) -> None:
+    """Evaluation and which layers train."""
     p.add_argument(
         "--no-eval", action="store_true", help="skip the test accuracy evaluation after each epoch"
     )
@@ -103,6 +126,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the layers that train: DGL's (dgl.nn on DGL blocks; its wheel runs on the CPU only) or the "
         "plain-PyTorch twins that match them (any device); auto (default): DGL's where DGL runs",
     )
+
+
+def _add_network_emulation(p: argparse.ArgumentParser) -> None:
+    """The emulated network between the workers (network namespaces shaped with tc)."""
     p.add_argument(
         "--emulate-network",
         action="store_true",
@@ -117,13 +144,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --emulate-network: each link's rate, e.g. 100Mbit, 1Gbit, 12.5MB/s "
         "(default: the configured cluster's network link)",
     )
-    p.add_argument(
-        "--online",
-        action="store_true",
-        help="ROC's online loop (roc-fullgraph): one launch per iteration, the partitioner refit to the "
-        "layer times the workers measured before the next iteration is planned, the model carried over",
-    )
-    set_handler(p, run_realrun)
 
 
 def run_realrun(args: argparse.Namespace) -> int:

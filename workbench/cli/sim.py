@@ -16,6 +16,7 @@ execution schemes exist, the same command will also build plans from a run confi
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from workbench.cli.common import (
@@ -205,23 +206,8 @@ def _run_config(args: argparse.Namespace) -> int:
         results.append(result)
         return result.trace
 
+    trace, tasks = _simulate_epoch(prepared, run, results)
     inputs = prepared.inputs
-    if prepared.scheme.plans_per_iteration:
-        # A scheme that learns while it trains (ROC): plan, simulate and measure one iteration at a
-        # time, so its partitioner sees each iteration's times before the next.
-        from workbench.online import train_online
-
-        records, trace = train_online(prepared, run)
-        tasks = sum(len(r.trace) for r in results)
-        for record in records:
-            print(
-                f"iteration {record.iteration}: {record.seconds * 1e3:.3f} ms, part boundaries "
-                f"{list(record.boundaries) or '(not contiguous)'}"
-            )
-    else:
-        plan = prepared.plan(progress=True)
-        trace = run(plan)
-        tasks = len(plan.tasks)
     epoch = float(trace["end"].max()) if len(trace) else 0.0
     memory: dict[str, int] = {}
     for result in results:
@@ -234,13 +220,7 @@ def _run_config(args: argparse.Namespace) -> int:
     )
     _print_result(trace, memory, prepared.cluster)
     if getattr(prepared.scheme, "policy", None) is not None:
-        # ROC Fig. 10: what each memory policy would move for the same parts at the same capacity.
-        print("memory policies, one training step over all parts (CPU-GPU bytes):")
-        print(f"  {'policy':<10} {'loads (h2d)':>16} {'write-backs (d2h)':>18} {'GPU peak':>14}")
-        for row in prepared.scheme.policy_volumes(inputs):
-            print(
-                f"  {row['policy']:<10} {row['h2d_bytes']:>16,} {row['d2h_bytes']:>18,} {row['peak_bytes']:>14,}"
-            )
+        _print_memory_policies(prepared)
     print(
         f"epoch time: {epoch * 1e3:.3f} ms ({epoch / max(inputs.num_iterations, 1) * 1e3:.3f} ms per iteration)"
     )
@@ -251,6 +231,34 @@ def _run_config(args: argparse.Namespace) -> int:
     shutil.copyfile(args.plan, out / "config.toml")
     print(f"wrote {out}/: trace.parquet ({len(trace):,} rows), results.csv, config.toml")
     return 0
+
+
+def _simulate_epoch(prepared: Any, run: Callable[[Any], Any], results: list[Any]) -> tuple[Any, int]:
+    """The epoch's trace, ``run`` simulating each plan (and appending to ``results``), and its task count."""
+    if not prepared.scheme.plans_per_iteration:
+        plan = prepared.plan(progress=True)
+        return run(plan), len(plan.tasks)
+    # A scheme that learns while it trains (ROC): plan, simulate and measure one iteration at a
+    # time, so its partitioner sees each iteration's times before the next.
+    from workbench.online import train_online
+
+    records, trace = train_online(prepared, run)
+    for record in records:
+        print(
+            f"iteration {record.iteration}: {record.seconds * 1e3:.3f} ms, part boundaries "
+            f"{list(record.boundaries) or '(not contiguous)'}"
+        )
+    return trace, sum(len(r.trace) for r in results)
+
+
+def _print_memory_policies(prepared: Any) -> None:
+    """ROC Fig. 10: what each memory policy would move for the same parts at the same capacity."""
+    print("memory policies, one training step over all parts (CPU-GPU bytes):")
+    print(f"  {'policy':<10} {'loads (h2d)':>16} {'write-backs (d2h)':>18} {'GPU peak':>14}")
+    for row in prepared.scheme.policy_volumes(prepared.inputs):
+        print(
+            f"  {row['policy']:<10} {row['h2d_bytes']:>16,} {row['d2h_bytes']:>18,} {row['peak_bytes']:>14,}"
+        )
 
 
 def _preset_names() -> set[str]:
