@@ -50,19 +50,18 @@ from workbench.strategies.execution._micrographs import (
 from workbench.strategies.execution.base import (
     FEATURE_SERVICE_HELP,
     PREFETCH_HELP,
-    ExecutionScheme,
-    Prefetch,
+    IterationPlanner,
+    MinibatchScheme,
     SchemeInputs,
     add_backward,
     add_feature_reads,
     add_forward,
     add_gradient_sync,
-    add_resident_state,
-    add_sampling,
     add_service_reads,
     check_prefetch,
     feature_reads,
 )
+from workbench.strategies.sampling.base import Minibatch
 
 
 def partial_bytes(inputs: SchemeInputs, sizes: list[tuple[int, int, int]]) -> int:
@@ -104,7 +103,7 @@ def stops(inputs: SchemeInputs, d: int, vertices: np.ndarray) -> list[tuple[int,
 
 
 @EXECUTION_SCHEMES.register("naive-feature-centric")
-class NaiveFeatureCentricScheme(ExecutionScheme):
+class NaiveFeatureCentricScheme(MinibatchScheme):
     """Naive feature-centric (HopGNN's strawman): the model and its partial results travel to the features."""
 
     HELP = {
@@ -118,29 +117,14 @@ class NaiveFeatureCentricScheme(ExecutionScheme):
         self.prefetch = check_prefetch(prefetch, "naive-feature-centric")
         self.feature_service = feature_service
 
-    def build(self, inputs: SchemeInputs) -> Plan:
-        n = inputs.num_workers
+    def plan_details(self) -> dict[str, object]:
         service = {"feature_service": True} if self.feature_service else {}  # meta only when on
-        plan = self.empty_plan(inputs, minibatches=self.minibatches, prefetch=self.prefetch, **service)
-        add_resident_state(plan, inputs)
-        steps: list[str] = []
-        ahead = Prefetch(self.prefetch)
-        for it, row in enumerate(inputs.epoch):
-            samples = [
-                add_sampling(plan, inputs, w, it, mb, f"i{it}.w{w}", ahead) for w, mb in enumerate(row)
-            ]
-            roots = model_roots(inputs, row, self.minibatches)
-            finals: list[str] = []
-            for d in range(n):
-                mg = micrographs(row, np.concatenate(roots[d]), edge_sources=True)
-                start = [steps[d]] if steps else []
-                if not mg.num_roots:
-                    finals.extend(start or [samples[d]])
-                    continue
-                finals.extend(self._model(plan, inputs, it, d, mg, samples, start))
-            steps = add_gradient_sync(plan, inputs, it, finals)
-            ahead.record(steps)
-        return plan
+        return {"minibatches": self.minibatches, "prefetch": self.prefetch, **service}
+
+    def iteration_planner(
+        self, plan: Plan, inputs: SchemeInputs, iteration: int, previous_steps: list[str]
+    ) -> IterationPlanner:
+        return _ToursIteration(self, plan, inputs, iteration, previous_steps)
 
     def _model(
         self,
@@ -320,3 +304,38 @@ class _ModelTour:
             )
             ids.append(tid)
         return ids
+
+
+class _ToursIteration(IterationPlanner):
+    """Every worker samples first; then each model's tour over the servers that hold its
+    features, and the gradient sync."""
+
+    def __init__(
+        self,
+        scheme: NaiveFeatureCentricScheme,
+        plan: Plan,
+        inputs: SchemeInputs,
+        iteration: int,
+        previous_steps: list[str],
+    ) -> None:
+        self.scheme, self.plan, self.inputs, self.it = scheme, plan, inputs, iteration
+        self.previous_steps = previous_steps
+        self.row: list[Minibatch] = []
+        self.samples: list[str] = []
+
+    def sampled(self, w: int, minibatch: Minibatch, sample: str) -> None:
+        self.row.append(minibatch)
+        self.samples.append(sample)
+
+    def finish(self) -> list[str]:
+        inputs, steps = self.inputs, self.previous_steps
+        roots = model_roots(inputs, self.row, self.scheme.minibatches)
+        finals: list[str] = []
+        for d in range(inputs.num_workers):
+            mg = micrographs(self.row, np.concatenate(roots[d]), edge_sources=True)
+            start = [steps[d]] if steps else []
+            if not mg.num_roots:
+                finals.extend(start or [self.samples[d]])
+                continue
+            finals.extend(self.scheme._model(self.plan, inputs, self.it, d, mg, self.samples, start))
+        return add_gradient_sync(self.plan, inputs, self.it, finals)
