@@ -114,44 +114,20 @@ def prepare_run(
     (``workbench.spine_cache``), so a sweep computes what its points share once.
     """
     from workbench.hardware import load_hardware
-    from workbench.registry import EXECUTION_SCHEMES, PARTITIONERS, PLACEMENTS, SAMPLERS
+    from workbench.registry import EXECUTION_SCHEMES, SAMPLERS
 
-    seconds: dict[str, float] = {}
-    clock = time.perf_counter()
+    clock = _StageClock(config.name, progress)
     # Partitions, estimates and placements a sweep's points share, cached with the samples.
     spine = SpineStages(cache_dir, enabled=sample_cache if spine_cache is None else spine_cache)
-
-    def stage(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        seconds[name] = now - clock
-        clock = now
-        if progress:
-            print(f"[{config.name}] {name}: {seconds[name]:.2f} s", file=sys.stderr, flush=True)
-
     cluster = load_hardware(config.hardware.name, machines=config.hardware.machines)
     cost_model = None
     if config.hardware.profile is not None:
         cluster, cost_model = apply_profile(cluster, config.hardware.profile, config.name)
     if graph is None:
         graph = load_graph(config.graph)
-    stage("graph")
-    num_workers = config.training.workers or cluster.num_gpus
-    if num_workers > cluster.num_gpus:
-        raise ConfigError(
-            f"{config.name}: {num_workers} workers but cluster {cluster.name!r} has {cluster.num_gpus} GPUs "
-            "(one worker per GPU)"
-        )
-    workers = cluster.gpu_nodes()[:num_workers]
-    model = build_model(
-        config.model.name,
-        graph.feat_dim,
-        max(graph.num_classes, 2),
-        hidden=config.model.hidden,
-        num_layers=config.model.num_layers,
-        heads=config.model.heads,
-    )
-    feature_bytes = graph.feat_dim * DTYPE_BYTES
+    clock.stage("graph")
+    num_workers = _num_workers(config, cluster)
+    model = _model(config, graph)
     scheme_cfg = strategy_config(config, "execution")
     scheme = EXECUTION_SCHEMES.create(scheme_cfg.name, **scheme_cfg.params)  # type: ignore[union-attr]
     sampling_cfg = config.strategy("sampling")
@@ -160,98 +136,180 @@ def prepare_run(
             f"{config.name}: minibatch training needs a [sampling] table (a sampler and its fanouts)"
         )
     sampler = SAMPLERS.create(sampling_cfg.name, **sampling_cfg.params) if sampling_cfg else None
-
-    partition_cfg = strategy_config(config, "partition")
-    partition_params = dict(partition_cfg.params)  # type: ignore[union-attr]
-    declared = {p.name for p in PARTITIONERS.parameters(partition_cfg.name)}  # type: ignore[union-attr]
-    if "in_dims" in declared and "in_dims" not in partition_params:
-        # A partitioner with per-layer cost models (roc) models the run's layers.
-        partition_params["in_dims"] = [layer.in_dim for layer in model.layers]
-    partitioner = PARTITIONERS.create(partition_cfg.name, **partition_params)  # type: ignore[union-attr]
-    partition = spine.partition(
-        partitioner, partition_cfg.name, partition_params, graph, num_workers, config.seed
-    )  # type: ignore[union-attr]
-    stage("partition")
-
-    placement = None
+    partition_cfg, partitioner, partition = _partition(config, spine, graph, model, num_workers)
+    clock.stage("partition")
     placement_cfg = config.strategy("placement")
+    placement = None
     if placement_cfg is not None:
-        from workbench.strategies.placement.base import AccessModel, PlacementRequest
-
-        capacity = config.cache.vertices(graph.num_nodes, feature_bytes, f"{config.name}: cache")
-        if capacity > graph.num_nodes:
-            raise ConfigError(
-                f"{config.name}: cache capacity {capacity:,} vertices is more than graph {graph.name!r} has "
-                f"({graph.num_nodes:,})"
-            )
-        request = PlacementRequest(
-            graph=graph,
-            num_gpus=num_workers,
-            capacity=capacity,
-            owner=partition.owner,
-            cluster=cluster,
-            access=AccessModel(
-                sampler=sampler, num_layers=config.model.num_layers, batch_size=config.training.batch_size
-            ),
-            rng=np.random.default_rng([config.seed, 2]),
-        )
-        strategy = PLACEMENTS.create(placement_cfg.name, **placement_cfg.params)
-        placement = spine.placement(
-            strategy, placement_cfg.name, placement_cfg.params, request, sampling_cfg, config.seed
-        )
-    stage("placement")
-
+        placement = _placement(config, spine, graph, cluster, partition, sampler, num_workers)
+    clock.stage("placement")
     epoch: list[Any] = []
     if not scheme.full_graph:
-        samplers = _worker_samplers(sampling_cfg, sampler, placement, num_workers, SAMPLERS)  # type: ignore[arg-type]
-        batches = worker_seed_batches(
-            graph,
-            partition.owner,
-            num_workers,
-            config.training.batch_size,
-            config.seed,
-            config.training.iterations,
-            config.training.seeds,
-        )
-        describe: dict[str, Any] = {"name": sampling_cfg.name, "params": sampling_cfg.params}  # type: ignore[union-attr]
-        if (
-            samplers[0] is not sampler
-        ):  # per-worker samplers (locality-aware): their caches are part of the key
-            describe["caches"] = [
-                hashlib.sha256(v.tobytes()).hexdigest()[:16]
-                for v in placement.gpu_vertices  # type: ignore[union-attr]
-            ]
-        epoch = sample_epoch(
-            graph,
-            samplers,
-            batches,
-            config.seed,
-            describe=describe if sample_cache else None,
-            cache_dir=cache_dir,
-            progress=progress,
-        )
-    stage("sample")
-
+        epoch = _sampled_epoch(
+            config, graph, partition, sampler, placement, num_workers,
+            sample_cache=sample_cache, cache_dir=cache_dir, progress=progress,
+        )  # fmt: skip
+    clock.stage("sample")
     inputs = SchemeInputs(
         graph=graph,
         cluster=cluster,
         model=model,
-        workers=workers,
+        workers=cluster.gpu_nodes()[:num_workers],
         partition=partition,
         epoch=epoch,
-        feature_bytes=feature_bytes,
+        feature_bytes=graph.feat_dim * DTYPE_BYTES,
         placement=placement,
         optimizer=config.training.optimizer,
         name=config.name,
         iterations=(config.training.iterations or config.training.epochs) if scheme.full_graph else 0,
         meta={
             "graph": graph.name,
-            "partition": partition_cfg.name,  # type: ignore[union-attr]
+            "partition": partition_cfg.name,
             "placement": placement_cfg.name if placement_cfg else "none",
             "sampling": sampling_cfg.name if sampling_cfg else "none",
         },
     )
-    return PreparedRun(config, cluster, scheme, inputs, partitioner, seconds, cost_model)
+    return PreparedRun(config, cluster, scheme, inputs, partitioner, clock.seconds, cost_model)
+
+
+class _StageClock:
+    """Seconds per preparation stage, each from the end of the one before; ``progress`` prints each."""
+
+    def __init__(self, run: str, progress: bool) -> None:
+        self.run = run
+        self.progress = progress
+        self.seconds: dict[str, float] = {}
+        self.clock = time.perf_counter()
+
+    def stage(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = now - self.clock
+        self.clock = now
+        if self.progress:
+            print(f"[{self.run}] {name}: {self.seconds[name]:.2f} s", file=sys.stderr, flush=True)
+
+
+def _num_workers(config: RunConfig, cluster: ClusterSpec) -> int:
+    """``[training] workers``, default every GPU: one worker per GPU, never more than the cluster has."""
+    num_workers = config.training.workers or cluster.num_gpus
+    if num_workers > cluster.num_gpus:
+        raise ConfigError(
+            f"{config.name}: {num_workers} workers but cluster {cluster.name!r} has {cluster.num_gpus} GPUs "
+            "(one worker per GPU)"
+        )
+    return num_workers
+
+
+def _model(config: RunConfig, graph: CSRGraph) -> Any:
+    return build_model(
+        config.model.name,
+        graph.feat_dim,
+        max(graph.num_classes, 2),
+        hidden=config.model.hidden,
+        num_layers=config.model.num_layers,
+        heads=config.model.heads,
+    )
+
+
+def _partition(
+    config: RunConfig, spine: SpineStages, graph: CSRGraph, model: Any, num_workers: int
+) -> tuple[StrategyConfig, Any, Any]:
+    """The ``[partition]`` table (default METIS), its partitioner, and the graph's partition into
+    one part per worker."""
+    from workbench.registry import PARTITIONERS
+
+    partition_cfg = strategy_config(config, "partition")
+    assert partition_cfg is not None  # partition has a default strategy
+    partition_params = dict(partition_cfg.params)
+    declared = {p.name for p in PARTITIONERS.parameters(partition_cfg.name)}
+    if "in_dims" in declared and "in_dims" not in partition_params:
+        # A partitioner with per-layer cost models (roc) models the run's layers.
+        partition_params["in_dims"] = [layer.in_dim for layer in model.layers]
+    partitioner = PARTITIONERS.create(partition_cfg.name, **partition_params)
+    partition = spine.partition(
+        partitioner, partition_cfg.name, partition_params, graph, num_workers, config.seed
+    )
+    return partition_cfg, partitioner, partition
+
+
+def _placement(
+    config: RunConfig,
+    spine: SpineStages,
+    graph: CSRGraph,
+    cluster: ClusterSpec,
+    partition: Any,
+    sampler: Any,
+    num_workers: int,
+) -> Any:
+    """The ``[placement]`` strategy's choice of each GPU's cached vertices, within ``[cache]`` capacity."""
+    from workbench.registry import PLACEMENTS
+    from workbench.strategies.placement.base import AccessModel, PlacementRequest
+
+    placement_cfg = config.strategy("placement")
+    assert placement_cfg is not None  # the caller places only when the configuration says how
+    feature_bytes = graph.feat_dim * DTYPE_BYTES
+    capacity = config.cache.vertices(graph.num_nodes, feature_bytes, f"{config.name}: cache")
+    if capacity > graph.num_nodes:
+        raise ConfigError(
+            f"{config.name}: cache capacity {capacity:,} vertices is more than graph {graph.name!r} has "
+            f"({graph.num_nodes:,})"
+        )
+    request = PlacementRequest(
+        graph=graph,
+        num_gpus=num_workers,
+        capacity=capacity,
+        owner=partition.owner,
+        cluster=cluster,
+        access=AccessModel(
+            sampler=sampler, num_layers=config.model.num_layers, batch_size=config.training.batch_size
+        ),
+        rng=np.random.default_rng([config.seed, 2]),
+    )
+    strategy = PLACEMENTS.create(placement_cfg.name, **placement_cfg.params)
+    return spine.placement(
+        strategy, placement_cfg.name, placement_cfg.params, request, config.strategy("sampling"), config.seed
+    )
+
+
+def _sampled_epoch(
+    config: RunConfig,
+    graph: CSRGraph,
+    partition: Any,
+    sampler: Any,
+    placement: Any,
+    num_workers: int,
+    *,
+    sample_cache: bool,
+    cache_dir: str | None,
+    progress: bool,
+) -> list[Any]:
+    """Each worker's seed batches sampled by its sampler: the epoch a minibatch scheme plans."""
+    from workbench.registry import SAMPLERS
+
+    sampling_cfg = config.strategy("sampling")
+    assert sampling_cfg is not None  # prepare_run refuses minibatch training without one
+    samplers = _worker_samplers(sampling_cfg, sampler, placement, num_workers, SAMPLERS)
+    batches = worker_seed_batches(
+        graph,
+        partition.owner,
+        num_workers,
+        config.training.batch_size,
+        config.seed,
+        config.training.iterations,
+        config.training.seeds,
+    )
+    describe: dict[str, Any] = {"name": sampling_cfg.name, "params": sampling_cfg.params}
+    if samplers[0] is not sampler:  # per-worker samplers (locality-aware): their caches are part of the key
+        describe["caches"] = [hashlib.sha256(v.tobytes()).hexdigest()[:16] for v in placement.gpu_vertices]
+    return sample_epoch(
+        graph,
+        samplers,
+        batches,
+        config.seed,
+        describe=describe if sample_cache else None,
+        cache_dir=cache_dir,
+        progress=progress,
+    )
 
 
 def apply_profile(cluster: ClusterSpec, path: str, where: str) -> tuple[ClusterSpec, dict[str, Any]]:
