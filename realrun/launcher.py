@@ -9,11 +9,17 @@ configured epochs on the prepared minibatches (:mod:`realrun.worker`, the scheme
 :mod:`realrun.schemes`) and appends its timed rows to its own part file; the launcher
 merges them into the run's folder (``--out``, default ``reports/runs/<name>-real/``):
 
-``trace.parquet``  the shared trace schema, rows named by the plan's task ids (:mod:`realrun.traces`)
-``results.csv``    per epoch: time, busy seconds and bytes per phase, loss, accuracy, measured vs planned bytes
-``run.json``       status (complete or the error), device, back end, library versions, limits
-``config.toml``    the configuration
-``parts/``         each worker's raw rows
+``trace.parquet``      the shared trace schema, rows named by the plan's task ids (:mod:`realrun.traces`)
+``results.csv``        per epoch: time, busy seconds and bytes per phase, loss, accuracy, measured vs planned bytes
+``run.json``           status (complete or the error), device, back end, library versions, limits, and
+                       ``files``: which of these files hold what
+``config.toml``        the configuration as executed: the one given with ``--workers`` and the parameters
+                       the real executor imposes, so the plan rebuilt from it is the plan that ran
+``config.given.toml``  the configuration as given, when it differs from the executed one
+``plan.json``          the plan the workers ran (:meth:`workbench.plan.Plan.save`): calibration and
+                       ``gnnwb trace show`` read it rather than rebuilding one that may differ
+``hardware.toml``      the cluster the plan was built for (the layout ``gnnwb hardware export`` writes)
+``parts/``             each worker's raw rows
 
 Across machines the same worker runs under torchrun (every process prepares the run
 itself; rank 0 gathers the rows and writes the folder)::
@@ -98,7 +104,10 @@ class RunSummary:
                 f"train acc {r['train_acc']:.3f}, test acc {r['test_acc']:.3f}, "
                 f"bytes match plan: {r['bytes_match_plan']}"
             )
-        lines.append(f"wrote {self.out}/: trace.parquet ({self.trace_rows:,} rows), results.csv, run.json")
+        lines.append(
+            f"wrote {self.out}/: trace.parquet ({self.trace_rows:,} rows), results.csv, run.json, "
+            "and what ran: config.toml, plan.json, hardware.toml"
+        )
         return "\n".join(lines)
 
 
@@ -272,70 +281,13 @@ def _launch(
     layers: str,
     state: str | Path | None = None,
 ) -> RunSummary:
-    import torch.multiprocessing as mp
-
-    from realrun.schemes.base import STATUS_FIELDS
-    from realrun.worker import FAULT_ENV, WorkerSetup, check_fault, spawned
-
-    world = prepared.inputs.num_workers
     out = Path(out) if out is not None else default_out(prepared.config)
-    parts = out / "parts"
-    if parts.exists():
-        shutil.rmtree(parts)
-    parts.mkdir(parents=True)
-    for stale in ("trace.parquet", "results.csv", "run.json"):
-        (out / stale).unlink(missing_ok=True)
-    setup = WorkerSetup(
-        prepared=prepared,
-        task_index={t.id: k for k, t in enumerate(plan.tasks)},
-        device=device,
-        parts=str(parts),
-        epochs=epochs or prepared.config.training.epochs,
-        evaluate=evaluate,
-        backend_timeout=collective_timeout + BACKEND_MARGIN,
-        # Emulated: rank 0's address in its own namespace, where every port is free.
-        init_method=f"tcp://{net.addresses[0]}:{port or 29500}"
-        if net is not None
-        else f"tcp://127.0.0.1:{free_port(port)}",
-        fault=check_fault(os.environ.get(FAULT_ENV)),
-        layers=layers,
-        state=str(state) if state is not None else None,
-    )
-    # The workers load the setup (graph, epoch, plan index: megabytes) from a file. Handed
-    # through spawn's pipe instead, a worker that dies while starting would leave the launcher
-    # blocked in Process.start() writing the rest of it (the parent holds the pipe's read end
-    # until the write returns).
-    scratch = Path(tempfile.mkdtemp(prefix="gnnwb-realrun-"))
-    setup_path = scratch / "setup.pickle"
-    with setup_path.open("wb") as f:
-        pickle.dump(setup, f, protocol=pickle.HIGHEST_PROTOCOL)
-    context = mp.get_context("spawn")
-    status = context.Array("d", world * len(STATUS_FIELDS), lock=False)
-    if net is None:
-        procs = [
-            context.Process(
-                target=spawned, args=(rank, world, str(setup_path), status), name=f"gnnwb-worker-{rank}"
-            )
-            for rank in range(world)
-        ]
-    else:
-        procs = [
-            context.Process(
-                target=spawned_in_namespace,
-                args=(net.worker_ns[rank], net.ifname, rank, world, str(setup_path), status),
-                name=f"gnnwb-worker-{rank}",
-            )
-            for rank in range(world)
-        ]
-    started = time.monotonic()
-    error: str | None = None
-    try:
-        for p in procs:
-            p.start()
-        error = _watch(procs, status, parts, started, time_limit, collective_timeout)
-    finally:
-        _stop(procs)
-        shutil.rmtree(scratch, ignore_errors=True)
+    parts = _fresh_run_folder(out)
+    setup = _worker_setup(
+        prepared, plan, parts, device=device, epochs=epochs, evaluate=evaluate,
+        collective_timeout=collective_timeout, port=port, net=net, layers=layers, state=state,
+    )  # fmt: skip
+    error = _run_workers(setup, prepared.inputs.num_workers, net, time_limit, collective_timeout)
     summary = finish_run(
         prepared,
         plan,
@@ -351,6 +303,104 @@ def _launch(
             f"{len(summary.results)} finished epoch(s) in {out}/"
         )
     return summary
+
+
+def _fresh_run_folder(out: Path) -> Path:
+    """``out`` emptied of an earlier run's outputs (its ``config.toml`` may be the one this run was
+    given, so :func:`finish_run` overwrites that rather than it going now); its empty ``parts/``."""
+    parts = out / "parts"
+    if parts.exists():
+        shutil.rmtree(parts)
+    parts.mkdir(parents=True)
+    for stale in ("trace.parquet", "results.csv", "run.json", "plan.json", "hardware.toml"):
+        (out / stale).unlink(missing_ok=True)
+    return parts
+
+
+def _worker_setup(
+    prepared: PreparedRun,
+    plan: Plan,
+    parts: Path,
+    *,
+    device: str,
+    epochs: int | None,
+    evaluate: bool,
+    collective_timeout: float,
+    port: int,
+    net: Any,
+    layers: str,
+    state: str | Path | None,
+) -> Any:
+    """What every worker is handed (:class:`realrun.worker.WorkerSetup`)."""
+    from realrun.worker import FAULT_ENV, WorkerSetup, check_fault
+
+    return WorkerSetup(
+        prepared=prepared,
+        task_index={t.id: k for k, t in enumerate(plan.tasks)},
+        device=device,
+        parts=str(parts),
+        epochs=epochs or prepared.config.training.epochs,
+        evaluate=evaluate,
+        backend_timeout=collective_timeout + BACKEND_MARGIN,
+        # Emulated: rank 0's address in its own namespace, where every port is free.
+        init_method=f"tcp://{net.addresses[0]}:{port or 29500}"
+        if net is not None
+        else f"tcp://127.0.0.1:{free_port(port)}",
+        fault=check_fault(os.environ.get(FAULT_ENV)),
+        layers=layers,
+        state=str(state) if state is not None else None,
+    )
+
+
+def _run_workers(
+    setup: Any, world: int, net: Any, time_limit: float, collective_timeout: float
+) -> str | None:
+    """Start ``world`` workers on ``setup``, watch them until they finish (None) or one fails (the
+    reason), and leave none running."""
+    import torch.multiprocessing as mp
+
+    from realrun.schemes.base import STATUS_FIELDS
+
+    # The workers load the setup (graph, epoch, plan index: megabytes) from a file. Handed
+    # through spawn's pipe instead, a worker that dies while starting would leave the launcher
+    # blocked in Process.start() writing the rest of it (the parent holds the pipe's read end
+    # until the write returns).
+    scratch = Path(tempfile.mkdtemp(prefix="gnnwb-realrun-"))
+    setup_path = scratch / "setup.pickle"
+    with setup_path.open("wb") as f:
+        pickle.dump(setup, f, protocol=pickle.HIGHEST_PROTOCOL)
+    context = mp.get_context("spawn")
+    status = context.Array("d", world * len(STATUS_FIELDS), lock=False)
+    procs = _worker_processes(context, world, str(setup_path), status, net)
+    started = time.monotonic()
+    try:
+        for p in procs:
+            p.start()
+        return _watch(procs, status, Path(setup.parts), started, time_limit, collective_timeout)
+    finally:
+        _stop(procs)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _worker_processes(context: Any, world: int, setup_path: str, status: Any, net: Any) -> list[Any]:
+    """One (unstarted) process per worker; under an emulated network each enters its namespace first."""
+    from realrun.worker import spawned
+
+    if net is None:
+        return [
+            context.Process(
+                target=spawned, args=(rank, world, setup_path, status), name=f"gnnwb-worker-{rank}"
+            )
+            for rank in range(world)
+        ]
+    return [
+        context.Process(
+            target=spawned_in_namespace,
+            args=(net.worker_ns[rank], net.ifname, rank, world, setup_path, status),
+            name=f"gnnwb-worker-{rank}",
+        )
+        for rank in range(world)
+    ]
 
 
 def spawned_in_namespace(
@@ -482,30 +532,90 @@ def finish_run(
     error: str | None = None,
     network: dict[str, Any] | None = None,
 ) -> RunSummary:
-    """Merge the part files into ``trace.parquet``, ``results.csv`` and ``run.json`` under ``out``
-    (``network``: the emulated network's description, :meth:`realrun.network.EmulatedNetwork.metadata`)."""
+    """Merge the part files into ``trace.parquet``, ``results.csv`` and ``run.json`` under ``out``,
+    beside what the run executed (:func:`save_run_inputs`): the launcher and, under torchrun, rank 0
+    both end here, so their folders hold the same files (``network``: the emulated network's
+    description, :meth:`realrun.network.EmulatedNetwork.metadata`)."""
     import pandas as pd
 
     from realrun.traces import build_real_trace, epoch_results, read_parts
     from workbench.trace import write_trace
 
     inputs = prepared.inputs
-    world = inputs.num_workers
-    records = read_parts(out / "parts", world)
+    records = read_parts(out / "parts", inputs.num_workers)
     device_workers = {gpu: w for w, gpu in enumerate(inputs.workers)}
     trace = build_real_trace(plan, records, prepared.config.name, device_workers)
-    write_trace(trace, out / "trace.parquet")
+    write_trace(trace, out / RUN_FILES["trace"])
     results = epoch_results(prepared, plan, trace, records) if len(trace) else []
-    pd.DataFrame(results).to_csv(out / "results.csv", index=False)
-    if Path(config_path).resolve() != (out / "config.toml").resolve():
-        shutil.copyfile(config_path, out / "config.toml")
+    pd.DataFrame(results).to_csv(out / RUN_FILES["results"], index=False)
+    files = save_run_inputs(prepared, plan, out, config_path)
+    meta = _run_meta(prepared, records, results, complete=complete, error=error, network=network)
+    meta["files"] = files
+    (out / "run.json").write_text(json.dumps(meta, indent=1, default=str))
+    return RunSummary(out, len(trace), results, complete, error)
+
+
+# What a run folder holds beside run.json (run.json's "files" names them, "given_config" only
+# when the configuration as given differs from the one executed).
+RUN_FILES = {
+    "trace": "trace.parquet",
+    "results": "results.csv",
+    "config": "config.toml",
+    "plan": "plan.json",
+    "hardware": "hardware.toml",
+}
+GIVEN_CONFIG = "config.given.toml"
+
+
+def save_run_inputs(prepared: PreparedRun, plan: Plan, out: Path, config_path: str | Path) -> dict[str, str]:
+    """Write what the run executed into ``out``: ``config.toml`` (``prepared.config``: the given
+    configuration as the real executor rewrote it), ``plan.json`` and ``hardware.toml``, and keep
+    the configuration as given (``config.given.toml``) when it says something else. Returns
+    run.json's ``files``: what each file holds, by name."""
+    from workbench.tomlfile import toml_text
+
+    files = dict(RUN_FILES)
+    given = Path(config_path)
+    kept = out / GIVEN_CONFIG
+    same_file = given.resolve() == kept.resolve()
+    # Before config.toml is written: the given file may be the config.toml of this folder.
+    if given.is_file() and _config_differs(given, prepared.config):
+        if not same_file:
+            shutil.copyfile(given, kept)
+        files["given_config"] = GIVEN_CONFIG
+    elif not same_file:
+        kept.unlink(missing_ok=True)  # an earlier run's, which this run's config.toml contradicts
+    (out / RUN_FILES["config"]).write_text(toml_text(prepared.config.to_dict()))
+    plan.save(out / RUN_FILES["plan"])
+    (out / RUN_FILES["hardware"]).write_text(prepared.cluster.to_toml())
+    return files
+
+
+def _config_differs(given: Path, executed: RunConfig) -> bool:
+    """Whether the configuration file ``given`` says anything other than ``executed`` does."""
+    try:
+        return load_config(given, check_strategies=False) != executed
+    except WorkbenchError:
+        return True  # changed since the run began, into something unreadable: keep it as it is
+
+
+def _run_meta(
+    prepared: PreparedRun,
+    records: Any,
+    results: list[dict[str, Any]],
+    *,
+    complete: bool,
+    error: str | None,
+    network: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """run.json's fields but ``files``: how the run ended and what it ran on, from the workers' start rows."""
     first = records.starts.get(0, {})
-    meta = {
+    return {
         "status": "complete" if complete else "failed",
         "error": error,
         "run": prepared.config.name,
         "scheme": prepared.scheme.registered_name,
-        "workers": world,
+        "workers": prepared.inputs.num_workers,
         "epochs_finished": len(results),
         "device": first.get("device"),
         "device_name": first.get("device_name"),
@@ -517,5 +627,3 @@ def finish_run(
         "errors": {str(w): {k: v for k, v in e.items() if k != "t"} for w, e in records.errors.items()},
         "network": network or {"emulated": False},
     }
-    (out / "run.json").write_text(json.dumps(meta, indent=1, default=str))
-    return RunSummary(out, len(trace), results, complete, error)

@@ -7,10 +7,12 @@ calibration needs beside it:
   features, so they come, in this order, from: columns ``feature_flops``,
   ``feature_bytes``, ``feature_edges``, ``feature_vertices`` in the trace itself (a
   missing one is 0; microbenchmarks can write them); a ``plan.json`` beside the trace
-  (joined on the ``task`` column); a ``config.toml`` beside it (a run folder written by
-  ``gnnwb sim CONFIG`` or ``gnnwb realrun``): the plan is rebuilt through the spine,
-  with ``workers`` from the ``run.json`` beside it when there is one. Compute rows with
-  none of these are left out of the fit, and the profile says how many.
+  (joined on the ``task`` column): the plan that ran, which ``gnnwb realrun`` and the
+  microbenchmarks save; only without one, a ``config.toml`` beside it (a run folder written
+  by ``gnnwb sim CONFIG``, or by a ``gnnwb realrun`` from before run folders kept their
+  plan): the plan is rebuilt through the spine, with ``workers`` from the ``run.json``
+  beside it when there is one. Compute rows with none of these are left out of the fit,
+  and the profile says how many.
 * **Hardware identity**, to refuse traces of different hardware mixed in one call: a
   ``hardware`` column in the trace (one value per trace); else the metadata beside it:
   ``run.json`` of a real run or ``config.json`` of a microbenchmark run (``"cpu on
@@ -156,13 +158,27 @@ def read_source(path: Path, *, rebuild_plans: bool = True) -> TraceSource:
     )
     compute = int((trace["kind"] == "compute").sum()) if "kind" in trace.columns else 0
     if source.features is None and compute:
-        if (folder / "plan.json").exists():
-            from workbench.plan import Plan
-
-            source.features = features_from_plan(trace, Plan.load(folder / "plan.json"), name)
-        elif config is not None and rebuild_plans:
-            source.features = features_from_plan(trace, _rebuild_plan(folder, meta), name)
+        plan = run_plan(folder, meta, config is not None and rebuild_plans)
+        if plan is not None:
+            source.features = features_from_plan(trace, plan, name)
     return source
+
+
+def run_plan(folder: Path, meta: dict[str, Any] | None = None, rebuild: bool = True) -> Any:
+    """The plan of the run in ``folder``: its ``plan.json`` (the plan that ran) when there is one,
+    never rebuilt then; else, when ``rebuild`` and a ``config.toml`` is there, the plan rebuilt from
+    it (:func:`_rebuild_plan`); else None."""
+    if (folder / "plan.json").exists():
+        from workbench.plan import Plan
+
+        return Plan.load(folder / "plan.json")
+    if rebuild and (folder / "config.toml").exists():
+        # Kept for folders written before runs saved their plan (and for gnnwb sim's, which save
+        # only the configuration): the plan rebuilt from the configuration beside the trace. It is
+        # the plan that ran only as far as that configuration is the one executed (an old real
+        # run's config.toml is the configuration as given, before the executor's parameters).
+        return _rebuild_plan(folder, meta if meta is not None else _json(folder / "run.json") or {})
+    return None
 
 
 def _rebuild_plan(folder: Path, meta: dict[str, Any]) -> Any:

@@ -19,7 +19,9 @@ import torch
 
 from realrun.launcher import WorkerFailure, check_device, free_port, launch, prepare_real_run
 from realrun.worker import FAULT_ENV, check_fault
+from workbench.config import load_config
 from workbench.errors import ConfigError, UnknownNameError
+from workbench.plan import Plan
 from workbench.trace import read_trace
 
 from .conftest import tiny_config
@@ -211,6 +213,13 @@ def test_the_worker_runs_under_torchrun(config: Path, tmp_path: Path) -> None:
     trace = read_trace(out / "trace.parquet")
     assert set(trace["worker"]) == {0, 1}
     assert "bytes match plan: True" in done.stdout
+    # Rank 0 writes the folder through the launcher's finish_run: the same files, the same plan.
+    assert {"config.toml", "config.given.toml", "plan.json", "hardware.toml"} <= set(
+        results["files"].values()
+    )
+    _, plan, executed = prepare_real_run(config, 2, "cpu")
+    assert Plan.load(out / "plan.json").to_dict() == json.loads(json.dumps(plan.to_dict()))
+    assert load_config(out / "config.toml") == executed
 
 
 UNGUARDED = """
