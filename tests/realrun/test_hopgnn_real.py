@@ -20,7 +20,7 @@ import torch
 
 from realrun.launcher import launch, prepare_real_run
 from realrun.layers import TensorBlock, build_layers
-from realrun.schemes.hopgnn import cut_cell, iteration_schedule
+from realrun.schemes.hopgnn import cut_cell
 from realrun.traces import planned_phase_bytes, read_parts
 from workbench.trace import read_trace
 
@@ -66,9 +66,9 @@ def test_cells_are_the_plans_micrographs_and_compute_the_minibatchs_logits(tmp_p
     with torch.no_grad():
         for it in range(inputs.num_iterations):
             row = inputs.epoch[it]
-            kept, planned = scheme.schedule(inputs, it)
-            schedule = iteration_schedule(scheme, inputs, it)
-            assert schedule.kept == kept and len(kept) == 3  # one step merged away
+            schedule = scheme.schedule(inputs, it)
+            kept = schedule.kept
+            assert len(kept) == 3  # one step merged away
             # Each root's logits in its own minibatch, by (worker, root).
             full = {}
             for w, mb in enumerate(row):
@@ -78,7 +78,7 @@ def test_cells_are_the_plans_micrographs_and_compute_the_minibatchs_logits(tmp_p
                 full.update({(w, int(v)): out[k] for k, v in enumerate(mb.blocks[-1].dst_nodes)})
             for d in range(4):
                 for j in range(len(kept)):
-                    rows, mg = schedule.cells[d][j], planned[d][j]
+                    rows, mg = schedule.cells[d][j].rows, schedule.cells[d][j].micrographs
                     assert rows.shape[0] == mg.num_roots
                     if not mg.num_roots:
                         continue

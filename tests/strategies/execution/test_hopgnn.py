@@ -24,8 +24,8 @@ from workbench.hardware.presets import hopgnn_4xa100_10gbe
 from workbench.model import build_model
 from workbench.registry import EXECUTION_SCHEMES
 from workbench.run import prepare_run, results_row
-from workbench.strategies.execution._micrographs import adaptive_merge_count, merge_time_steps
 from workbench.strategies.execution.base import SchemeInputs
+from workbench.strategies.execution.micrographs import adaptive_merge_count, merge_time_steps
 from workbench.strategies.partition.base import PartitionResult
 from workbench.strategies.sampling.base import Block, Minibatch, check_block_invariants
 
@@ -542,11 +542,11 @@ def test_merging_keeps_each_models_roots_in_every_iteration(prepared):
         scheme = EXECUTION_SCHEMES.create("hopgnn", merges=max(merges, 1), merge=merges > 0)
         unmerged = EXECUTION_SCHEMES.create("hopgnn", merge=False)
         for it in range(len(inputs.epoch)):
-            _, cells = scheme.schedule(inputs, it)
-            _, plain = unmerged.schedule(inputs, it)
+            cells = scheme.schedule(inputs, it).cells
+            plain = unmerged.schedule(inputs, it).cells
             for mine, theirs in zip(cells, plain, strict=True):
-                assert sorted(np.concatenate([c.roots for c in mine])) == sorted(
-                    np.concatenate([c.roots for c in theirs])
+                assert sorted(np.concatenate([c.micrographs.roots for c in mine])) == sorted(
+                    np.concatenate([c.micrographs.roots for c in theirs])
                 )
 
 
@@ -608,19 +608,26 @@ def test_naive_bytes_by_phase_equal_an_independent_count(prepared, minibatches):
 
 def test_the_adaptive_search_runs_over_simulated_epochs(prepared):
     inputs = prepared.inputs
-    times = {}
+    n = inputs.num_workers
+
+    def simulated(merges: int) -> float:
+        scheme = EXECUTION_SCHEMES.create("hopgnn", merge=merges > 0, merges=max(merges, 1))
+        return simulate(scheme.build(inputs), prepared.cluster).makespan
+
+    # Every choice simulated up front: the search keeps adding merges while each one helps, so its
+    # answer is the end of the run of strictly falling epoch times that starts at no merge.
+    every = [simulated(m) for m in range(n)]
+    expected = 0
+    while expected + 1 < n and every[expected + 1] < every[expected]:
+        expected += 1
+    tried: list[int] = []
 
     def epoch_time(merges: int) -> float:
-        scheme = EXECUTION_SCHEMES.create("hopgnn", merge=merges > 0, merges=max(merges, 1))
-        times[merges] = simulate(scheme.build(inputs), prepared.cluster).makespan
-        return times[merges]
+        tried.append(merges)
+        return every[merges]
 
-    chosen = adaptive_merge_count(epoch_time, inputs.num_workers - 1)
-    assert 0 <= chosen <= inputs.num_workers - 1
-    tried = sorted(times)
-    assert tried == list(range(len(tried)))  # one more merge per (simulated) epoch
-    assert all(times[m] < times[m - 1] for m in range(1, chosen + 1))  # each kept merge helped
-    assert chosen == tried[-1] or times[chosen + 1] >= times[chosen]  # and the next did not
+    assert adaptive_merge_count(epoch_time, n - 1) == expected
+    assert tried == list(range(min(expected + 2, n)))  # one more merge per epoch, one past the best
 
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "configs"

@@ -5,7 +5,7 @@ worker that owns it, whose machine's host memory holds its features):
 
 1. **Sampling** as the spine sampled: worker ``w`` samples ``epoch[i][w]`` on its host.
    Under ``minibatches = "global"`` that is HopGNN's own steps 1-2 (server ``w``'s
-   redistributed roots, sampled at home); see :mod:`._micrographs` for both readings.
+   redistributed roots, sampled at home); see :mod:`.micrographs` for both readings.
 2. **Micrograph training** (``micrographs``, section 5.1): model ``d``'s roots are
    grouped by home server; in time step ``t`` model ``d`` is at server
    ``(d + t) mod N`` and trains the micrographs of its roots homed there (a *cell*):
@@ -38,12 +38,18 @@ worker that owns it, whose machine's host memory holds its features):
    steps need crosses the network twice.
 4. **Micrograph merging** (``merge``, section 5.3): ``merges`` times per iteration, the
    time step with the fewest roots is dropped and each model's roots in it are spread
-   evenly over that model's other steps (:func:`._micrographs.merge_time_steps`):
+   evenly over that model's other steps (:func:`.micrographs.merge_time_steps`):
    fewer migrations and kernel launches, but the moved micrographs train away from
    home. ``merge_to = "home"`` is the artifact's rule: they go to the models that visit
    their home server in the kept steps, and never leave home. The paper picks the count adaptively over epochs (an epoch is one plan here):
-   :func:`._micrographs.adaptive_merge_count` runs that search given an epoch-time
+   :func:`.micrographs.adaptive_merge_count` runs that search given an epoch-time
    function, and its answer is the ``merges`` to configure.
+
+Every decision above (who runs which model's cell in which kept time step, each cell's
+micrographs, the route of every model, what each server pre-gathers) is made once, in
+:meth:`HopGNNScheme.schedule` (a :class:`HopGNNSchedule`): the plan builder turns it into
+tasks and costs, the real executor (:mod:`realrun.schemes.hopgnn`) carries out the same
+object, and both name its steps through this module's task namer.
 
 With ``micrographs`` off the scheme is subgraph-based training: the ``model-centric``
 plan (the paper's DGL baseline of Figure 13), built by that scheme.
@@ -51,12 +57,34 @@ plan (the paper's DGL baseline of Figure 13), built by that scheme.
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
 import numpy as np
 
 from workbench.errors import ConfigError
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
-from workbench.strategies.execution._micrographs import (
+from workbench.strategies.execution import task_ids
+from workbench.strategies.execution.base import (
+    FEATURE_SERVICE_HELP,
+    PREFETCH_HELP,
+    Exchange,
+    IterationPlanner,
+    MinibatchScheme,
+    SchemeInputs,
+    add_feature_reads,
+    add_forward_backward,
+    add_gradient_sync,
+    add_reads,
+    add_service_reads,
+    check_prefetch,
+    feature_reads,
+    service_fetch,
+)
+from workbench.strategies.execution.micrographs import (
     MERGE_TO,
     MERGE_TO_HELP,
     MINIBATCHES_HELP,
@@ -67,29 +95,236 @@ from workbench.strategies.execution._micrographs import (
     micrographs_of,
     model_roots,
 )
-from workbench.strategies.execution.base import (
-    FEATURE_SERVICE_HELP,
-    PREFETCH_HELP,
-    Exchange,
-    ExecutionScheme,
-    Prefetch,
-    SchemeInputs,
-    add_feature_reads,
-    add_forward_backward,
-    add_gradient_sync,
-    add_reads,
-    add_resident_state,
-    add_sampling,
-    add_service_reads,
-    check_prefetch,
-    feature_reads,
-    service_fetch,
-)
 from workbench.strategies.execution.model_centric import REAL_RUN_PARAMS, ModelCentricScheme
+from workbench.strategies.sampling.base import Minibatch
 
 
+# ---- HopGNN's task ids: the one namer of its own steps, for the plan and the real run ---------
+def cell_prefix(iteration: int, server: int, step: int) -> str:
+    """The prefix of the tasks of the cell server ``server`` runs in time step ``step`` (its reads,
+    forward and backward: :mod:`.task_ids` under this prefix)."""
+    return f"{task_ids.worker_prefix(iteration, server)}.t{step}"
+
+
+def pregathered_task(prefix: str) -> str:
+    """A cell's copy of its share of the pre-gathered rows, host to GPU (``prefix``: its cell's)."""
+    return f"{prefix}.pregathered"
+
+
+def pregather_prefix(iteration: int, server: int) -> str:
+    """The prefix of server ``server``'s pre-gathering fetches (one per source: :func:`pregather_task`)."""
+    return f"{task_ids.worker_prefix(iteration, server)}.pregather"
+
+
+def pregather_task(iteration: int, server: int, source: str) -> str:
+    """Server ``server``'s pre-gathering fetch from machine host ``source``."""
+    return f"{pregather_prefix(iteration, server)}.{source}"
+
+
+def migrate_task(iteration: int, src: int, model: int, carries: str) -> str:
+    """Model ``model`` leaving server ``src`` with ``carries`` (its parameters or its gradients)."""
+    return f"{task_ids.worker_prefix(iteration, src)}.m{model}.migrate.{carries}"
+
+
+# ---- the schedule: every decision of an iteration, made once ---------------------------------
+MIGRATION_PARTS = ("model", "gradients")  # what a migrating model carries, in the order it is sent
+
+
+@dataclass(frozen=True)
+class Carried:
+    """One part of a migration: ``what`` (``model``: the parameters; ``gradients``: the accumulated
+    gradients) and its bytes."""
+
+    what: str
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Hop:
+    """Model ``model`` migrates from server ``src`` to ``dst``: it leaves after ``src``'s cell in kept
+    step ``leave`` (-1: at the iteration's start) and arrives for ``dst``'s cell in kept step
+    ``arrive``, carrying ``carries``."""
+
+    model: int
+    src: int
+    dst: int
+    leave: int
+    arrive: int
+    carries: tuple[Carried, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Cell:
+    """Model ``model`` trains ``micrographs`` on server ``server`` in kept step ``index`` (time step
+    ``step``, the number task ids use). ``rows``: its roots as ``(worker, position)`` in the
+    iteration's minibatches (what a real run cuts its blocks from). ``final``: the server's last
+    cell with roots in the iteration."""
+
+    model: int
+    server: int
+    index: int
+    step: int
+    rows: np.ndarray
+    micrographs: Micrographs
+    final: bool
+
+    @property
+    def num_roots(self) -> int:
+        return self.micrographs.num_roots
+
+
+@dataclass(frozen=True, eq=False)
+class HopGNNSchedule:
+    """One iteration of HopGNN: the kept time steps, every model's cell in each (``cells[d][j]``,
+    empty ones included), every migration (:attr:`route`, each model's in order) and, with
+    pre-gathering, what each server fetches once (``pregather[s]``: distinct vertices, sorted)."""
+
+    iteration: int
+    num_workers: int
+    kept: tuple[int, ...]
+    cells: tuple[tuple[Cell, ...], ...]
+    route: tuple[Hop, ...]
+    pregather: tuple[np.ndarray, ...] | None
+
+    def server(self, d: int, j: int) -> int:
+        """Where model ``d`` is in kept step ``j``."""
+        return (d + self.kept[j]) % self.num_workers
+
+    def model_at(self, s: int, j: int) -> int:
+        """The model at server ``s`` in kept step ``j``."""
+        return (s - self.kept[j]) % self.num_workers
+
+    def cell_at(self, s: int, j: int) -> Cell:
+        return self.cells[self.model_at(s, j)][j]
+
+    def runs(self, s: int) -> list[Cell]:
+        """Server ``s``'s cells with roots, in kept-step order."""
+        return [c for j in range(len(self.kept)) if (c := self.cell_at(s, j)).num_roots]
+
+    def model_roots(self, d: int) -> int:
+        """Model ``d``'s roots in the whole iteration (its minibatch)."""
+        return sum(c.num_roots for c in self.cells[d])
+
+    @cached_property
+    def arrivals(self) -> dict[tuple[int, int], Hop]:
+        """The hop that brings each model to its cell, by ``(model, kept step)``."""
+        return {(hop.model, hop.arrive): hop for hop in self.route}
+
+    def sends(self, s: int) -> dict[int, list[Hop]]:
+        """Server ``s``'s migrations out, by the kept step after whose cell they leave (-1: at the start)."""
+        out: dict[int, list[Hop]] = {}
+        for hop in self.route:
+            if hop.src == s:
+                out.setdefault(hop.leave, []).append(hop)
+        return out
+
+    def receives(self, s: int) -> dict[int, Hop]:
+        """Server ``s``'s migrations in, by the kept step whose cell they arrive for (one a step at most)."""
+        return {hop.arrive: hop for hop in self.route if hop.dst == s}
+
+    def built(self, s: int) -> tuple[int, int]:
+        """Edges and input vertices of the micrographs server ``s`` builds for its cells: part of its
+        sampling step."""
+        cells = self.runs(s)
+        edges = sum(e for c in cells for _, _, e in c.micrographs.sizes)
+        return edges, sum(int(c.micrographs.input_nodes.shape[0]) for c in cells)
+
+
+def model_route(cells: tuple[Cell, ...], start: int, carries: tuple[Carried, ...]) -> list[Hop]:
+    """One model's migrations: it starts on server ``start`` (its kept step 0's) and moves to each of
+    its cells with roots in turn (empty ones it skips); after its last one it stays."""
+    at, after, hops = start, -1, []
+    for cell in cells:
+        if not cell.num_roots:
+            continue
+        if cell.server != at:
+            hops.append(Hop(cell.model, at, cell.server, after, cell.index, carries))
+        at, after = cell.server, cell.index
+    return hops
+
+
+class _RowCache:
+    """Schedules kept with the sampled epoch they were computed from, held weakly: a sweep over
+    placements or hardware on one epoch cuts each tree once, and an epoch's schedules die with it.
+    Keyed by the identity of the row's first minibatch (an entry goes when it does, before its id
+    can be reused); each row keeps the schedule of the last key asked for (everything else the
+    schedule depends on), as a sweep's points come one after another."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, tuple[tuple[object, ...], HopGNNSchedule]] = {}
+
+    def get(
+        self, row: list[Minibatch], key: tuple[object, ...], compute: Callable[[], HopGNNSchedule]
+    ) -> HopGNNSchedule:
+        anchor = id(row[0])
+        kept = self.entries.get(anchor)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        if kept is None:
+            weakref.finalize(row[0], self.entries.pop, anchor, None)
+        schedule = compute()
+        self.entries[anchor] = (key, schedule)
+        return schedule
+
+
+_SCHEDULES = _RowCache()
+
+
+def compute_schedule(
+    inputs: SchemeInputs, iteration: int, merges: int, merge_to: str, minibatches: str, pregather: bool
+) -> HopGNNSchedule:
+    """Iteration ``iteration``'s schedule (see :class:`HopGNNSchedule`; the module docstring says why).
+
+    Model ``d`` is at server ``(d + t) mod N`` in time step ``t`` and trains its roots homed there;
+    merging then drops ``merges`` steps; every cell's micrographs are cut at once."""
+    n = inputs.num_workers
+    row = inputs.epoch[iteration]
+    roots = model_roots(inputs, row, minibatches)
+    steps, rows = merge_time_steps(
+        [[roots[d][(d + t) % n] for t in range(n)] for d in range(n)], merges, merge_to
+    )
+    k = len(steps)
+    cut = micrographs_of(row, [cell for model in rows for cell in model])
+    last: dict[int, int] = {}  # per server, the last kept step it runs a cell with roots in
+    for d in range(n):
+        for j in range(k):
+            if rows[d][j].shape[0]:
+                s = (d + steps[j]) % n
+                last[s] = max(last.get(s, -1), j)
+    cells = tuple(
+        tuple(
+            Cell(d, s, j, steps[j], rows[d][j], cut[d * k + j], bool(rows[d][j].shape[0]) and last[s] == j)
+            for j in range(k)
+            for s in [(d + steps[j]) % n]
+        )
+        for d in range(n)
+    )
+    carries = tuple(
+        Carried(what, nbytes)
+        for what, nbytes in zip(
+            MIGRATION_PARTS, (inputs.model.param_bytes(), inputs.model.gradient_bytes()), strict=True
+        )
+    )
+    # After the last all-reduce every server holds the same parameters, so the copy on server
+    # (d + first kept step) mod N starts as model d: merging away step 0 costs no migration.
+    route = tuple(hop for d in range(n) for hop in model_route(cells[d], (d + steps[0]) % n, carries))
+    fetched = None
+    if pregather:
+        fetched = tuple(_server_inputs(inputs, cells, s) for s in range(n))
+    return HopGNNSchedule(iteration, n, tuple(steps), cells, route, fetched)
+
+
+def _server_inputs(inputs: SchemeInputs, cells: tuple[tuple[Cell, ...], ...], s: int) -> np.ndarray:
+    """The distinct input vertices of every cell with roots server ``s`` runs (what it pre-gathers)."""
+    mine = [c.micrographs.input_nodes for model in cells for c in model if c.server == s and c.num_roots]
+    if not mine:
+        return np.zeros(0, dtype=np.int64)
+    return distinct(np.concatenate(mine), inputs.graph.num_nodes)
+
+
+# ---- the scheme -------------------------------------------------------------------------------
 @EXECUTION_SCHEMES.register("hopgnn")
-class HopGNNScheme(ExecutionScheme):
+class HopGNNScheme(MinibatchScheme):
     """HopGNN: models migrate to the features over micrographs; pre-gathering; micrograph merging."""
 
     real_run_params = REAL_RUN_PARAMS  # as model-centric's executor: realrun.schemes.hopgnn
@@ -126,14 +361,14 @@ class HopGNNScheme(ExecutionScheme):
             )
         if merge and merges < 1:
             raise ConfigError(f"execution strategy 'hopgnn': merges must be >= 1 when merging, got {merges}")
-        self.micrographs = micrographs
-        self.pregather = pregather
-        self.merge = merge
-        self.merges = merges
         if merge_to not in MERGE_TO:
             raise ConfigError(
                 f"execution strategy 'hopgnn': merge_to {merge_to!r}; allowed: {', '.join(MERGE_TO)}"
             )
+        self.micrographs = micrographs
+        self.pregather = pregather
+        self.merge = merge
+        self.merges = merges
         self.merge_to = merge_to
         self.minibatches = check_minibatches(minibatches, "hopgnn")
         self.prefetch = check_prefetch(prefetch, "hopgnn")
@@ -150,101 +385,79 @@ class HopGNNScheme(ExecutionScheme):
             **({"feature_service": True} if self.feature_service else {}),
         }
 
-    def schedule(self, inputs: SchemeInputs, iteration: int) -> tuple[list[int], list[list[Micrographs]]]:
-        """The kept time steps and, per model and kept step, the micrographs it trains there.
+    def plan_details(self) -> dict[str, object]:
+        return {**self.switches(), "prefetch": self.prefetch, "overlap_reads": self.overlap_reads}
 
-        They depend on the iteration's minibatches, the partition and the switches only, not
-        on the placement or the hardware: the last ones computed are kept with the
-        iteration's first minibatch (and die with the epoch), so a sweep over placements or
-        hardware on one sampled epoch cuts each tree once.
-        """
-        row = inputs.epoch[iteration]
-        n = inputs.num_workers
+    def schedule(self, inputs: SchemeInputs, iteration: int) -> HopGNNSchedule:
+        """Iteration ``iteration``'s schedule (:func:`compute_schedule`), computed once per sampled
+        epoch and what it depends on (the partition, the switches, the model's sizes), not on the
+        placement or the hardware."""
         merges = self.merges if self.merge else 0
-        key = (inputs.partition_digest, n, merges, self.merge_to, self.minibatches)
-        kept = row[0].__dict__.get("_hopgnn_schedule")
-        if kept is not None and kept[0] == key:
-            return kept[1]
-        roots = model_roots(inputs, row, self.minibatches)
-        cells = [[roots[d][(d + t) % n] for t in range(n)] for d in range(n)]
-        steps, cells = merge_time_steps(cells, merges, self.merge_to)
-        flat = micrographs_of(row, [cell for model in cells for cell in model])
-        schedule = steps, [flat[d * len(steps) : (d + 1) * len(steps)] for d in range(n)]
-        row[0].__dict__["_hopgnn_schedule"] = (key, schedule)
-        return schedule
+        model = inputs.model
+        key = (
+            iteration,
+            inputs.partition_digest,
+            inputs.num_workers,
+            merges,
+            self.merge_to,
+            self.minibatches,
+            self.pregather,
+            model.param_bytes(),
+            model.gradient_bytes(),
+        )
+        return _SCHEDULES.get(
+            inputs.epoch[iteration],
+            key,
+            lambda: compute_schedule(
+                inputs, iteration, merges, self.merge_to, self.minibatches, self.pregather
+            ),
+        )
 
-    def build(self, inputs: SchemeInputs) -> Plan:
-        if not self.micrographs:
-            plan = ModelCentricScheme(self.prefetch, self.overlap_reads, self.feature_service).build(inputs)
-            plan.meta.update(scheme="hopgnn", **self.switches())
-            return plan
+    def check_inputs(self, inputs: SchemeInputs) -> None:
         n = inputs.num_workers
         if self.merge and self.merges > n - 1:
             raise ConfigError(
                 f"execution strategy 'hopgnn': merges={self.merges}, but {n} workers train in {n} time "
                 f"steps, so at most {n - 1} can be merged away; give fewer merges or merge = false"
             )
-        plan = self.empty_plan(
-            inputs, **self.switches(), prefetch=self.prefetch, overlap_reads=self.overlap_reads
-        )
-        add_resident_state(plan, inputs)
-        ahead = Prefetch(self.prefetch)
-        steps: list[str] = []
-        for it, row in enumerate(inputs.epoch):
-            kept, cells = self.schedule(inputs, it)
-            built = cell_work(kept, cells, inputs.num_workers)
-            samples = [
-                add_sampling(plan, inputs, w, it, mb, f"i{it}.w{w}", ahead, built[w])
-                for w, mb in enumerate(row)
-            ]
-            iteration = _Iteration(
-                plan, inputs, it, samples, steps, self.pregather, self.overlap_reads, self.feature_service
-            )
-            steps = iteration.run(kept, cells)
-            ahead.record(steps)
+
+    def build(self, inputs: SchemeInputs) -> Plan:
+        if self.micrographs:
+            return super().build(inputs)
+        plan = ModelCentricScheme(self.prefetch, self.overlap_reads, self.feature_service).build(inputs)
+        plan.meta.update(scheme="hopgnn", **self.switches())
         return plan
 
-
-def cell_work(kept: list[int], cells: list[list[Micrographs]], n: int) -> list[tuple[int, int]]:
-    """Per server, the edges and input vertices of the micrographs it builds for the cells it runs
-    (model ``d``'s kept step ``j`` on server ``(d + kept[j]) mod n``): part of its sampling step."""
-    out = [[0, 0] for _ in range(n)]
-    for d in range(n):
-        for j, t in enumerate(kept):
-            mg = cells[d][j]
-            if mg.num_roots:
-                s = (d + t) % n
-                out[s][0] += sum(e for _, _, e in mg.sizes)
-                out[s][1] += int(mg.input_nodes.shape[0])
-    return [(e, v) for e, v in out]
+    def iteration_planner(
+        self, plan: Plan, inputs: SchemeInputs, iteration: int, previous_steps: list[str]
+    ) -> IterationPlanner:
+        return _HopGNNIteration(self, plan, inputs, self.schedule(inputs, iteration), previous_steps)
 
 
-class _Iteration:
-    """The tasks of one iteration: cells in time-step order, migrations between them, then the sync."""
+class _HopGNNIteration(IterationPlanner):
+    """The tasks of one iteration's schedule: each server's pre-gathering, the cells in kept-step
+    order with the migrations that bring their models, then the gradient sync."""
 
     def __init__(
         self,
+        scheme: HopGNNScheme,
         plan: Plan,
         inputs: SchemeInputs,
-        it: int,
-        samples: list[str],
+        schedule: HopGNNSchedule,
         previous_steps: list[str],
-        pregather: bool,
-        overlap_reads: bool = True,
-        service: bool = False,
     ) -> None:
-        self.service = service
-        self.plan, self.inputs, self.it, self.samples = plan, inputs, it, samples
-        self.previous_steps = previous_steps
+        self.scheme, self.plan, self.inputs, self.schedule = scheme, plan, inputs, schedule
+        self.it = schedule.iteration
         n = inputs.num_workers
-        self.position = list(range(n))  # where each model is
-        # What a model's next task waits for: its last cell (or last iteration's optimizer step),
-        # and the transfers that brought it, whose buffers live until it moves on.
+        self.samples = [""] * n  # each worker's sampling task
+        # What a model's next task waits for: its last cell (or last iteration's optimizer step of
+        # the copy that plays it), and the transfers that brought it, whose buffers live until it
+        # moves on.
         self.model_ready: list[list[str]] = [[] for _ in range(n)]
+        if previous_steps:
+            self.model_ready = [[previous_steps[schedule.server(d, 0)]] for d in range(n)]
         self.arrivals: list[list[str]] = [[] for _ in range(n)]
         self.last_cell: dict[int, str] = {}  # per server, the final task of the cell it ran last
-        self.pregather = pregather
-        self.overlap_reads = overlap_reads
         self.pregathered: dict[
             int, list[tuple[str, str | None]]
         ] = {}  # per server, (task, tensor) per source
@@ -254,74 +467,72 @@ class _Iteration:
         self.after_pregather: dict[int, list[str]] = {}
         self.fetches: list[tuple[int, str, str]] = []  # (server, pre-gathering task, source host)
 
-    def run(self, kept: list[int], cells: list[list[Micrographs]]) -> list[str]:
+    def sample_work(self, w: int) -> tuple[int, int]:
+        return self.schedule.built(w)
+
+    def sampled(self, w: int, minibatch: Minibatch, sample: str) -> None:
+        self.samples[w] = sample
+
+    def finish(self) -> list[str]:
         n = self.inputs.num_workers
-        where = [[(d + t) % n for t in kept] for d in range(n)]
-        # After the last all-reduce every server holds the same parameters, so the copy on server
-        # (d + first kept step) mod N starts as model d: merging away step 0 costs no migration.
-        self.position = [where[d][0] for d in range(n)]
-        if self.previous_steps:
-            self.model_ready = [[self.previous_steps[s]] for s in self.position]
-        if self.pregather:
+        if self.scheme.pregather:
             for s in range(n):
-                mine = [cells[d][j] for d in range(n) for j in range(len(kept)) if where[d][j] == s]
-                self._pregather(s, [mg for mg in mine if mg.num_roots])
-            if not self.overlap_reads:
+                self._pregather(s)
+            if not self.scheme.overlap_reads:
                 for s in range(n):
                     host = self.inputs.host_of_worker(s)
                     self.after_pregather[s] = [t for w, t, src in self.fetches if w == s or src == host]
-        final = {}  # per server, the kept step of the last cell it runs
-        for d in range(n):
-            for j in range(len(kept)):
-                if cells[d][j].num_roots:
-                    final[where[d][j]] = max(final.get(where[d][j], -1), j)
-        for j, t in enumerate(kept):
-            # Without pre-gathering, staged: each kept step's reads are one exchange every worker
-            # joins (the real worker reads in every step, with or without a cell of its own).
-            exchange = Exchange() if not (self.pregather or self.overlap_reads) else None
-            for s in range(n):
-                d = (s - t) % n
-                mg = cells[d][j]
-                if mg.num_roots:
-                    self._cell(d, s, t, mg, final=j == final[s], exchange=exchange)
-                elif exchange is not None:
-                    exchange.join([], [self.last_cell.get(s, self.samples[s])])
-            if exchange is not None:
-                exchange.couple()
+        for j in range(len(self.schedule.kept)):
+            self._time_step(j)
         deps = [x for ready in self.model_ready for x in ready]
         return add_gradient_sync(self.plan, self.inputs, self.it, deps)
 
-    def _pregather(self, s: int, cells: list[Micrographs]) -> None:
+    def _time_step(self, j: int) -> None:
+        """Kept step ``j``'s cells, server by server."""
+        # Without pre-gathering, staged: each kept step's reads are one exchange every worker
+        # joins (the real worker reads in every step, with or without a cell of its own).
+        exchange = Exchange() if not (self.scheme.pregather or self.scheme.overlap_reads) else None
+        for s in range(self.inputs.num_workers):
+            cell = self.schedule.cell_at(s, j)
+            if cell.num_roots:
+                self._cell(cell, exchange)
+            elif exchange is not None:
+                exchange.join([], [self.last_cell.get(s, self.samples[s])])
+        if exchange is not None:
+            exchange.couple()
+
+    def _pregather(self, s: int) -> None:
         """Server ``s``'s one deduplicated fetch per source machine of its cells' remote features."""
+        cells = self.schedule.runs(s)
         if not cells:
             return
-        inputs, plan = self.inputs, self.plan
-        vertices = distinct(np.concatenate([mg.input_nodes for mg in cells]), inputs.graph.num_nodes)
-        deps = sorted({self.samples[w] for mg in cells for w in mg.sources})
-        if not self.overlap_reads:  # the real pre-gathering is one exchange every worker joins
+        inputs, plan, it = self.inputs, self.plan, self.it
+        assert self.schedule.pregather is not None
+        vertices = self.schedule.pregather[s]
+        deps = sorted({self.samples[w] for c in cells for w in c.micrographs.sources})
+        if not self.scheme.overlap_reads:  # the real pre-gathering is one exchange every worker joins
             deps = sorted(set(self.samples))
-        if self.service:  # one request to the feature service for every row the cells need
+        if self.scheme.feature_service:  # one request to the feature service for every row the cells need
             reads = feature_reads(inputs, s, vertices)
-            last, _ = service_fetch(plan, inputs, s, self.it, reads, deps, f"i{self.it}.w{s}.pregather")
+            last, _ = service_fetch(plan, inputs, s, it, reads, deps, pregather_prefix(it, s))
             self.pregathered[s] = [(last, None)] if last is not None else []
             return
-        host = inputs.host_of_worker(s)
         fetched: list[tuple[str, str | None]] = []
         for read in feature_reads(inputs, s, vertices):
             if read.kind != "remote":
                 continue
-            tid = f"i{self.it}.w{s}.pregather.{read.source}"
+            tid = pregather_task(it, s, read.source)
             tensor = f"{tid}.features"
             nbytes = read.count * inputs.feature_bytes
             plan.transfer(
                 tid,
                 read.source,
-                host,
+                inputs.host_of_worker(s),
                 nbytes,
                 "gather_remote",
                 deps,
                 worker=s,
-                iteration=self.it,
+                iteration=it,
                 items=read.count,
                 carries="features",
                 allocate={tensor: nbytes},
@@ -330,77 +541,85 @@ class _Iteration:
             self.fetches.append((s, tid, read.source))
         self.pregathered[s] = fetched
 
-    def _cell(
-        self, d: int, s: int, t: int, mg: Micrographs, final: bool, exchange: Exchange | None = None
-    ) -> None:
-        """Model ``d`` trains micrographs ``mg`` on server ``s`` in time step ``t``."""
+    def _cell(self, cell: Cell, exchange: Exchange | None) -> None:
+        """Model ``cell.model`` trains its micrographs on server ``cell.server`` (brought there first
+        when the route says so)."""
         inputs, plan, it = self.inputs, self.plan, self.it
-        if self.position[d] != s:
-            self._migrate(d, s)
-        prefix = f"i{it}.w{s}.t{t}"
+        d, s, mg = cell.model, cell.server, cell.micrographs
+        hop = self.schedule.arrivals.get((d, cell.index))
+        if hop is not None:
+            self._migrate(hop)
+        prefix = cell_prefix(it, s, cell.step)
         previous = [self.last_cell[s]] if s in self.last_cell else []
         read_deps = [self.samples[w] for w in mg.sources] + previous  # a step's features go first
         frees: list[str] = []
-        if self.pregather:
-            reads = feature_reads(inputs, s, mg.input_nodes)
-            # Through the service the reply holds the host rows too; else only remote rows were fetched.
-            served = ("host", "remote") if self.service else ("remote",)
-            near = [r for r in reads if r.kind not in served]
-            far = sum(r.count for r in reads if r.kind in served)
-            near_deps = read_deps + self.after_pregather.get(s, [])
-            ids, gathered = add_reads(plan, inputs, s, it, near, near_deps, prefix, self.overlap_reads)
-            fetched = self.pregathered.get(s, [])
-            if far:
-                tid = f"{prefix}.pregathered"
-                after = (
-                    read_deps if self.overlap_reads or not ids else list(ids)
-                )  # staged: after the near reads
-                plan.transfer(
-                    tid,
-                    inputs.host_of_worker(s),
-                    inputs.workers[s],
-                    far * inputs.feature_bytes,
-                    "h2d",
-                    after + [task for task, _ in fetched],
-                    worker=s,
-                    iteration=it,
-                    items=far,
-                    carries="features",
-                )
-                ids.append(tid)
-            if final:  # the server's last cell frees what it pre-gathered for the iteration
-                ids.extend(task for task, _ in fetched)
-                frees.extend(tensor for _, tensor in fetched if tensor is not None)
-        elif self.service:
+        if self.scheme.pregather:
+            ids, gathered, frees = self._pregathered_reads(cell, prefix, read_deps)
+        elif self.scheme.feature_service:
             ids, gathered = add_service_reads(plan, inputs, s, it, mg.input_nodes, read_deps, prefix)
         else:
             ids, gathered = add_feature_reads(
-                plan, inputs, s, it, mg.input_nodes, read_deps, prefix, self.overlap_reads, exchange
+                plan, inputs, s, it, mg.input_nodes, read_deps, prefix, self.scheme.overlap_reads, exchange
             )
         ready = list(dict.fromkeys([*(ids or read_deps), *self.model_ready[d], *previous]))
         last = add_forward_backward(plan, inputs, s, it, mg.sizes, ready, prefix, frees=gathered + frees)
         self.last_cell[s] = last
         self.model_ready[d] = [last, *self.arrivals[d]]
 
-    def _migrate(self, d: int, s: int) -> None:
-        """Model ``d`` moves from its server to ``s`` with its parameters and accumulated gradients."""
-        inputs, src = self.inputs, self.position[d]
-        base = f"i{self.it}.w{src}.m{d}.migrate"
-        sizes = (("model", inputs.model.param_bytes()), ("gradients", inputs.model.gradient_bytes()))
-        ids = []
-        for carries, nbytes in sizes:
-            self.plan.transfer(
-                f"{base}.{carries}",
-                inputs.workers[src],
+    def _pregathered_reads(
+        self, cell: Cell, prefix: str, read_deps: list[str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """A pre-gathering cell's reads: the near ones as usual, its share of the pre-gathered rows
+        from host memory. Returns the read tasks, the tensors they gather and what else the cell frees."""
+        inputs, plan, it, s = self.inputs, self.plan, self.it, cell.server
+        reads = feature_reads(inputs, s, cell.micrographs.input_nodes)
+        # Through the service the reply holds the host rows too; else only remote rows were fetched.
+        served = ("host", "remote") if self.scheme.feature_service else ("remote",)
+        near = [r for r in reads if r.kind not in served]
+        far = sum(r.count for r in reads if r.kind in served)
+        near_deps = read_deps + self.after_pregather.get(s, [])
+        ids, gathered = add_reads(plan, inputs, s, it, near, near_deps, prefix, self.scheme.overlap_reads)
+        fetched = self.pregathered.get(s, [])
+        frees: list[str] = []
+        if far:
+            tid = pregathered_task(prefix)
+            after = (
+                read_deps if self.scheme.overlap_reads or not ids else list(ids)
+            )  # staged: after the near reads
+            plan.transfer(
+                tid,
+                inputs.host_of_worker(s),
                 inputs.workers[s],
-                nbytes,
-                "migrate",
-                self.model_ready[d],
-                worker=src,
-                iteration=self.it,
-                carries=carries,
+                far * inputs.feature_bytes,
+                "h2d",
+                after + [task for task, _ in fetched],
+                worker=s,
+                iteration=it,
+                items=far,
+                carries="features",
             )
-            ids.append(f"{base}.{carries}")
-        self.model_ready[d] = ids
-        self.arrivals[d] = ids
-        self.position[d] = s
+            ids.append(tid)
+        if cell.final:  # the server's last cell frees what it pre-gathered for the iteration
+            ids.extend(task for task, _ in fetched)
+            frees.extend(tensor for _, tensor in fetched if tensor is not None)
+        return ids, gathered, frees
+
+    def _migrate(self, hop: Hop) -> None:
+        """Model ``hop.model`` moves from ``hop.src`` to ``hop.dst`` with what the hop carries."""
+        ids = []
+        for part in hop.carries:
+            tid = migrate_task(self.it, hop.src, hop.model, part.what)
+            self.plan.transfer(
+                tid,
+                self.inputs.workers[hop.src],
+                self.inputs.workers[hop.dst],
+                part.nbytes,
+                "migrate",
+                self.model_ready[hop.model],
+                worker=hop.src,
+                iteration=self.it,
+                carries=part.what,
+            )
+            ids.append(tid)
+        self.model_ready[hop.model] = ids
+        self.arrivals[hop.model] = ids
