@@ -159,7 +159,7 @@ def measure_micrograph_locality(point: Any) -> dict[str, Any]:
     """
     import numpy as np
 
-    from workbench.strategies.execution._micrographs import cut_subtree
+    from workbench.strategies.execution.micrographs import cut_subtree
 
     prepared = _prepare(point)
     owner = prepared.inputs.partition.owner
