@@ -116,7 +116,6 @@ def test_degree_order_numbers_the_hubs_first():
 
 
 def test_memory_policies_stream_the_step_through_host_memory_with_the_schedules_bytes():
-    from workbench.registry import MEMORY_POLICIES
     from workbench.strategies.memory.graphs import operator_graph
 
     graph = skewed_graph(n=3000, hubs=300, hub_degree=30)
@@ -129,11 +128,14 @@ def test_memory_policies_stream_the_step_through_host_memory_with_the_schedules_
         plan = prepared.plan()
         result = simulate(plan, prepared.cluster)
         by_phase = result.trace.groupby("phase")["bytes"].sum()
-        # One part, no halo: the plan moves exactly what the policy's schedule says.
-        schedule = MEMORY_POLICIES.create(policy).schedule(
-            operator_graph(prepared.inputs.model, graph.num_nodes, graph.num_edges), 12 * 2**20
-        )
-        assert (by_phase["h2d"], by_phase["d2h"]) == (schedule.h2d_bytes, schedule.d2h_bytes)
+        # One part, no halo. Counted over the step's operators: every policy writes each output back
+        # once; streaming keeps nothing, so it loads every input of every operator.
+        step = operator_graph(prepared.inputs.model, graph.num_nodes, graph.num_edges)
+        size = {t.name: t.bytes for t in step.tensors}
+        written = sum(size[y] for op in step.operators for y in op.writes)
+        assert by_phase["d2h"] == written
+        if policy == "streaming":
+            assert by_phase["h2d"] == sum(size[x] for op in step.operators for x in op.reads)
         moved[policy] = by_phase["h2d"]
         assert result.memory["m0.gpu0"] <= 12 * 2**20 + prepared.inputs.model.training_state_bytes("adam")
     assert moved["dpmm"] <= moved["lru"] < moved["streaming"]
@@ -149,24 +151,96 @@ def test_a_memory_policy_across_machines_exchanges_halos_between_hosts():
     prepared = prepare_run(config_from_dict(cfg), graph=graph)
     plan = prepared.plan()
     inputs = prepared.inputs
-    from workbench.strategies.execution.roc_fullgraph import part_layouts
-
-    layouts = part_layouts(graph, inputs.partition.owner, 8)
+    owner = inputs.partition.owner
     machine = inputs.worker_machine
     dims = [layer.in_dim for layer in inputs.model.layers]
     expected = 0
-    for p, lay in enumerate(layouts):
-        for q, count in lay.halo.items():
-            if machine[p] != machine[q]:
-                expected += count * (dims[0] + dims[1]) * 4  # forward: features, h1
-                expected += count * dims[1] * 4  # backward: the halo gradient of layer 1
-    remote = [t for t in plan.tasks if t.phase == "gather_remote"]
-    assert sum(t.bytes for t in remote) == expected > 0
+    halo: list[set[int]] = [set() for _ in range(8)]  # brute force: each part's halo vertices
+    for v in range(graph.num_nodes):
+        for u in graph.in_neighbors(v):
+            if owner[u] != owner[v]:
+                halo[owner[v]].add(int(u))
+    for p in range(8):
+        remote = sum(1 for u in halo[p] if machine[owner[u]] != machine[p])
+        expected += remote * (dims[0] + dims[1]) * 4  # forward: features, h1
+        expected += remote * dims[1] * 4  # backward: the halo gradient of layer 1
+    remote_tasks = [t for t in plan.tasks if t.phase == "gather_remote"]
+    assert sum(t.bytes for t in remote_tasks) == expected > 0
     ids = {t.id for t in plan.tasks}
     assert all(d in ids for t in plan.tasks for d in t.deps)
-    forward = [t for t in remote if ".halo1." in t.id]
+    forward = [t for t in remote_tasks if ".halo1." in t.id]
     assert forward and all(any(".wb.h1" in d for d in t.deps) for t in forward)
+    # The host copies are exactly those the schedule names.
+    schedule = prepared.scheme.schedule(inputs, 0)
+    assert sorted(t.id for t in remote_tasks) == sorted(schedule.roc_tasks())
     simulate(plan, prepared.cluster)
+
+
+# A 6-vertex graph, by hand. In-neighbours:  0 <- 1, 3   1 <- 0, 4   2 <- 1, 3, 5
+#                                            3 <- 2      4 <- 3, 5   5 <- 0, 2, 4
+# Two parts, [0, 3) and [3, 6), on two GPUs of one machine.
+# Part 0's halo from part 1: {3, 4, 5} (3 for 0 and 2, 4 for 1, 5 for 2); its in-edges: 2 + 2 + 3 = 7.
+# Part 1's halo from part 0: {0, 2} (2 for 3 and 5, 0 for 5); its in-edges: 1 + 2 + 3 = 6.
+# So part 0 sends its vertices 0 and 2 (positions 0, 2), part 1 all three of its own (0, 1, 2).
+IN_NEIGHBOURS = {0: [1, 3], 1: [0, 4], 2: [1, 3, 5], 3: [2], 4: [3, 5], 5: [0, 2, 4]}
+
+
+def tiny_run():
+    dst = np.array([v for v, us in IN_NEIGHBOURS.items() for _ in us])
+    src = np.array([u for us in IN_NEIGHBOURS.values() for u in us])
+    graph = CSRGraph.from_edges(src, dst, 6, name="tiny", feat_dim=16, num_classes=2)
+    data = config("equal-vertex").to_dict()
+    data["training"] = {"workers": 2, "iterations": 1}
+    prepared = prepare_run(config_from_dict(data), graph=graph)
+    assert prepared.inputs.partition.owner.tolist() == [0, 0, 0, 1, 1, 1]
+    return prepared
+
+
+def test_the_schedule_of_a_tiny_graph_by_hand():
+    prepared = tiny_run()
+    schedule = prepared.scheme.schedule(prepared.inputs, 0)
+    zero, one = (part.layout for part in schedule.parts)
+    assert (zero.vertices.tolist(), one.vertices.tolist()) == ([0, 1, 2], [3, 4, 5])
+    assert (zero.edges, one.edges) == (7, 6)
+    assert {q: r.tolist() for q, r in zero.halo_rows.items()} == {1: [3, 4, 5]}
+    assert {q: r.tolist() for q, r in one.halo_rows.items()} == {0: [0, 2]}
+    assert {q: r.tolist() for q, r in zero.send_rows.items()} == {1: [0, 2]}
+    assert {q: r.tolist() for q, r in one.send_rows.items()} == {0: [0, 1, 2]}
+
+
+def test_the_plan_of_a_tiny_graph_moves_the_bytes_worked_out_by_hand():
+    # Layer inputs 16 floats (features) and 256 (gcn hidden): 64 B and 1024 B per halo row.
+    # Layer 0's rows come from the owner's host (h2d); layer 1's and their gradients GPU to GPU.
+    prepared = tiny_run()
+    plan = prepared.scheme.plan_iteration(prepared.inputs, 0)
+    roc = {t.id: (t.bytes, t.phase) for t in plan.tasks if ".halo" in t.id or t.id.endswith(".features")}
+    assert roc == {
+        "i0.w0.features": (3 * 64, "h2d"),
+        "i0.w1.features": (3 * 64, "h2d"),
+        "i0.w0.halo0.from1": (3 * 64, "h2d"),
+        "i0.w1.halo0.from0": (2 * 64, "h2d"),
+        "i0.w0.halo1.from1": (3 * 1024, "d2d"),
+        "i0.w1.halo1.from0": (2 * 1024, "d2d"),
+        "i0.w0.halograd1.to1": (3 * 1024, "d2d"),
+        "i0.w1.halograd1.to0": (2 * 1024, "d2d"),
+    }
+
+
+def test_the_plans_roc_tasks_are_the_ones_the_schedule_names():
+    from workbench.strategies.execution import task_ids
+
+    prepared = tiny_run()
+    inputs = prepared.inputs
+    plan = prepared.scheme.plan_iteration(inputs, 0)
+    common = {task_ids.allreduce_task(0)}
+    for w in range(2):
+        prefix = task_ids.worker_prefix(0, w)
+        common.add(task_ids.update_task(0, w))
+        for layer in range(2):
+            common |= {task_ids.forward_task(prefix, layer), task_ids.backward_task(prefix, layer)}
+    own = [t.id for t in plan.tasks if t.id not in common]
+    assert sorted(own) == sorted(prepared.scheme.schedule(inputs, 0).roc_tasks())
+    assert {t.id for t in plan.tasks} >= common
 
 
 def test_a_partition_too_big_for_one_operator_is_named_with_numbers():

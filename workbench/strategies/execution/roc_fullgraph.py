@@ -31,59 +31,43 @@ GPU; its loads and write-backs are planned as ``h2d`` / ``d2h`` transfers (ROC s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from workbench.errors import ConfigError
 from workbench.model import DTYPE_BYTES
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
+from workbench.strategies.execution import task_ids
+from workbench.strategies.execution._roc_schedule import (
+    BACKWARD,
+    FORWARD,
+    HaloTransfer,
+    IterationSchedule,
+    PartLayout,
+    PartSchedule,
+    RocTaskIds,
+    part_layouts,
+    policy_halo,
+    resident_halo,
+    transfer_phase,
+)
 from workbench.strategies.execution.base import ExecutionScheme, SchemeInputs, add_gradient_sync
+from workbench.strategies.memory.base import MemorySchedule
+
+__all__ = [
+    "RESIDENT",
+    "HaloTransfer",
+    "IterationSchedule",
+    "PartLayout",
+    "PartSchedule",
+    "RocFullGraphScheme",
+    "RocTaskIds",
+    "machine_halo_bytes",
+    "part_layouts",
+    "transfer_phase",
+]
 
 RESIDENT = "resident"
-
-
-@dataclass(frozen=True)
-class PartLayout:
-    """One part's vertices and what its layers read: its in-edges and, per other part, its halo."""
-
-    vertices: np.ndarray  # the part's vertex ids
-    edges: int  # in-edges of the part's vertices (what its aggregation reads)
-    halo: dict[int, int]  # other part -> how many distinct in-neighbours it owns
-
-    @property
-    def num_vertices(self) -> int:
-        return int(self.vertices.shape[0])
-
-    @property
-    def halo_vertices(self) -> int:
-        return sum(self.halo.values())
-
-
-def part_layouts(graph, owner: np.ndarray, num_parts: int) -> list[PartLayout]:  # type: ignore[no-untyped-def]
-    """Each part's vertices, in-edge count and halo sizes, from the CSR rows (in-neighbour lists)."""
-    dst = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.indptr))
-    src = graph.indices.astype(np.int64, copy=False)
-    dst_part = owner[dst]
-    src_part = owner[src]
-    edges = np.bincount(dst_part, minlength=num_parts)
-    crossing = dst_part != src_part
-    # Distinct (reading part, halo vertex) pairs: a vertex read by several of p's vertices moves once.
-    pairs = np.unique(dst_part[crossing] * graph.num_nodes + src[crossing])
-    readers, halo_vertex = np.divmod(pairs, graph.num_nodes)
-    out = []
-    for p in range(num_parts):
-        mine = halo_vertex[readers == p]
-        counts = np.bincount(owner[mine], minlength=num_parts)
-        out.append(
-            PartLayout(
-                np.flatnonzero(owner == p),
-                int(edges[p]),
-                {q: int(c) for q, c in enumerate(counts.tolist()) if c and q != p},
-            )
-        )
-    return out
 
 
 def machine_halo_bytes(
@@ -152,12 +136,61 @@ class RocFullGraphScheme(ExecutionScheme):
         if self.gpu_memory is not None and self.gpu_memory <= 0:
             raise ConfigError(f"{who}: gpu_memory must be positive, got {gpu_memory!r}")
 
+    def layouts(self, inputs: SchemeInputs) -> list[PartLayout]:
+        """Each part of ``inputs.partition``: its vertices, in-edges, halo rows and the rows it sends."""
+        return part_layouts(inputs.graph, inputs.partition.owner, inputs.num_workers)
+
+    def schedule(
+        self, inputs: SchemeInputs, iteration: int, layouts: list[PartLayout] | None = None
+    ) -> IterationSchedule:
+        """Iteration ``iteration`` on ``inputs.partition``: every part and every halo exchange
+        (``layouts``: the partition's, when already worked out)."""
+        if layouts is None:
+            layouts = self.layouts(inputs)
+        parts = tuple(
+            self._part_schedule(inputs, layouts[p], p, iteration) for p in range(inputs.num_workers)
+        )
+        if self.policy is None:
+            halo = resident_halo(inputs, layouts, iteration, self.training)
+        else:
+            halo = policy_halo(inputs, list(parts), iteration, self.training)
+        return IterationSchedule(iteration, self.training, parts, tuple(halo))
+
+    def _part_schedule(self, inputs: SchemeInputs, lay: PartLayout, p: int, it: int) -> PartSchedule:
+        return PartSchedule(
+            p,
+            task_ids.worker_prefix(it, p),
+            inputs.workers[p],
+            inputs.host_of_worker(p),
+            lay,
+            lay.num_vertices * inputs.feature_bytes,
+            None if self.policy is None else self._memory_schedule(inputs, lay, p),
+        )
+
+    def _memory_schedule(self, inputs: SchemeInputs, lay: PartLayout, p: int) -> MemorySchedule:
+        """The memory policy's swaps for part ``p``'s training step (with its halo), at its capacity."""
+        from workbench.strategies.memory.graphs import operator_graph
+
+        graph = operator_graph(
+            inputs.model,
+            lay.num_vertices,
+            lay.edges,
+            num_src=lay.num_vertices + lay.halo_vertices,
+            name=f"part {p}",
+        )
+        try:
+            return self.policy.schedule(graph, self._capacity(inputs, p))  # type: ignore[union-attr]
+        except ConfigError as exc:
+            raise ConfigError(
+                f"part {p} on {inputs.workers[p]} ({lay.num_vertices:,} vertices): {exc}"
+            ) from None
+
     def build(self, inputs: SchemeInputs) -> Plan:
         plan = self.new_plan(inputs)
-        layouts = part_layouts(inputs.graph, inputs.partition.owner, inputs.num_workers)
+        layouts = self.layouts(inputs)
         steps: list[str] = []
         for it in range(inputs.num_iterations):
-            steps = self.add_iteration(plan, inputs, layouts, it, steps)
+            steps = self.add_iteration(plan, inputs, self.schedule(inputs, it, layouts), steps)
             inputs.planned(it)
         return plan
 
@@ -165,164 +198,101 @@ class RocFullGraphScheme(ExecutionScheme):
         """Iteration ``iteration`` alone, on ``inputs.partition`` (for :func:`workbench.online.train_online`)."""
         plan = self.new_plan(inputs)
         plan.name = f"{inputs.name}.i{iteration}"
-        layouts = part_layouts(inputs.graph, inputs.partition.owner, inputs.num_workers)
-        self.add_iteration(plan, inputs, layouts, iteration, [])
+        self.add_iteration(plan, inputs, self.schedule(inputs, iteration), [])
         return plan
 
     def new_plan(self, inputs: SchemeInputs) -> Plan:
         plan = self.empty_plan(inputs, memory_policy=self.memory_policy, training=self.training)
         state = inputs.model.training_state_bytes(inputs.optimizer)
         for w, gpu in enumerate(inputs.workers):
-            plan.keep(f"w{w}.training-state", gpu, state)
+            plan.keep(RocTaskIds.training_state(w), gpu, state)
         return plan
 
     def add_iteration(
-        self, plan: Plan, inputs: SchemeInputs, layouts: list[PartLayout], it: int, after: list[str]
+        self, plan: Plan, inputs: SchemeInputs, schedule: IterationSchedule, after: list[str]
     ) -> list[str]:
-        """One training iteration over the whole graph; returns each GPU's optimizer step."""
+        """One iteration over the whole graph as ``schedule`` says; returns each GPU's last task
+        (its optimizer step; its last forward for inference)."""
         if self.policy is not None:
-            return self._add_policy_iteration(plan, inputs, layouts, it, after)
-        model = inputs.model
-        parts = range(inputs.num_workers)
-        resident = self.memory_policy == RESIDENT
-        # Layer l's input activations of part p: where they are before layer l runs.
-        produced = {p: [after[p]] if after else [] for p in parts}
-        for p in parts:
-            if resident:
-                tid = f"i{it}.w{p}.features"
-                # The part's input features land on its GPU once per iteration (ROC keeps them in
-                # host DRAM; a resident part reads them at the start of each iteration).
-                plan.transfer(
-                    tid,
-                    inputs.host_of_worker(p),
-                    inputs.workers[p],
-                    layouts[p].num_vertices * inputs.feature_bytes,
-                    "h2d",
-                    produced[p],
-                    worker=p,
-                    iteration=it,
-                    items=layouts[p].num_vertices,
-                    carries="features",
-                    allocate={f"i{it}.w{p}.h0": layouts[p].num_vertices * inputs.feature_bytes},
-                )
-                produced[p] = [tid]
-        for layer, spec in enumerate(model.layers):
-            width = spec.in_dim * DTYPE_BYTES
-            ready = {}
-            for p in parts:
-                halos = self._halo(plan, inputs, layouts, p, layer, width, produced, it, "forward")
-                ready[p] = produced[p] + [tid for _, tid in halos]
-            for p in parts:
-                lay = layouts[p]
-                src = lay.num_vertices + lay.halo_vertices
-                tid = f"i{it}.w{p}.fwd{layer}"
-                allocate = {}
-                if self.training:
-                    saved = spec.saved_for_backward_bytes(src, lay.num_vertices, lay.edges)
-                    allocate[f"i{it}.w{p}.act{layer}"] = saved
-                if layer + 1 < model.num_layers:
-                    allocate[f"i{it}.w{p}.h{layer + 1}"] = spec.activation_bytes(lay.num_vertices)
-                plan.compute(
-                    tid,
-                    inputs.workers[p],
-                    "forward",
-                    ready[p],
-                    worker=p,
-                    iteration=it,
-                    layer=layer,
-                    items=lay.num_vertices,
-                    label=_range_label(lay.vertices),
-                    features=spec.cost_features(src, lay.num_vertices, lay.edges),
-                    allocate=allocate,
-                    free=[f"i{it}.w{p}.h{layer}"],
-                )
-                produced[p] = [tid]
+            return self._add_policy_iteration(plan, inputs, schedule, after)
+        produced = _add_features(plan, schedule, after)
+        for layer in range(inputs.model.num_layers):
+            produced = self._add_forward_layer(plan, inputs, schedule, layer, produced)
         if not self.training:  # inference: each part's last forward ends the iteration
-            return [produced[p][0] for p in parts]
-        for layer in reversed(range(model.num_layers)):
-            spec = model.layers[layer]
-            for p in parts:
-                lay = layouts[p]
-                src = lay.num_vertices + lay.halo_vertices
-                tid = f"i{it}.w{p}.bwd{layer}"
-                plan.compute(
-                    tid,
-                    inputs.workers[p],
-                    "backward",
-                    produced[p],
-                    worker=p,
-                    iteration=it,
-                    layer=layer,
-                    items=lay.num_vertices,
-                    label=_range_label(lay.vertices),
-                    features=spec.backward_cost_features(src, lay.num_vertices, lay.edges),
-                    memory=src * spec.in_dim * DTYPE_BYTES,
-                    free=[f"i{it}.w{p}.act{layer}"],
-                )
-                produced[p] = [tid]
-            if layer > 0:  # the gradients of halo activations go back to their owners
-                width = spec.in_dim * DTYPE_BYTES
-                arriving: dict[int, list[str]] = {q: [] for q in parts}
-                for p in parts:
-                    for q, tid in self._halo(
-                        plan, inputs, layouts, p, layer, width, produced, it, "backward"
-                    ):
-                        arriving[q].append(tid)
-                for q in parts:  # q's next backward layer needs every gradient sent to it
-                    produced[q] = produced[q] + arriving[q]
-        return add_gradient_sync(plan, inputs, it, [produced[p][0] for p in parts])
+            return [produced[p][0] for p in range(len(schedule.parts))]
+        for layer in reversed(range(inputs.model.num_layers)):
+            produced = _add_backward_layer(plan, inputs, schedule, layer, produced)
+        return add_gradient_sync(plan, inputs, schedule.iteration, [ids[0] for ids in produced.values()])
+
+    def _add_forward_layer(
+        self,
+        plan: Plan,
+        inputs: SchemeInputs,
+        schedule: IterationSchedule,
+        layer: int,
+        produced: dict[int, list[str]],
+    ) -> dict[int, list[str]]:
+        """Layer ``layer``'s halo exchanges, then its forward on every part; returns each part's forward."""
+        it, spec = schedule.iteration, inputs.model.layers[layer]
+        ready = {p: list(ids) for p, ids in produced.items()}
+        for t in schedule.exchanges(FORWARD, layer):
+            _add_halo_copy(plan, t, it, layer=layer)
+            ready[t.reader].append(t.task)  # type: ignore[arg-type]
+        out = {}
+        for part in schedule.parts:
+            lay, p, prefix = part.layout, part.part, part.prefix
+            src = lay.num_vertices + lay.halo_vertices
+            allocate = {}
+            if self.training:
+                saved = spec.saved_for_backward_bytes(src, lay.num_vertices, lay.edges)
+                allocate[task_ids.activation_tensor(prefix, layer)] = saved
+            if layer + 1 < inputs.model.num_layers:
+                allocate[RocTaskIds.input_tensor(prefix, layer + 1)] = spec.activation_bytes(lay.num_vertices)
+            tid = task_ids.forward_task(prefix, layer)
+            plan.compute(
+                tid, part.gpu, "forward", ready[p], worker=p, iteration=it, layer=layer,
+                items=lay.num_vertices, label=lay.label,
+                features=spec.cost_features(src, lay.num_vertices, lay.edges),
+                allocate=allocate, free=[RocTaskIds.input_tensor(prefix, layer)],
+            )  # fmt: skip
+            out[p] = [tid]
+        return out
 
     def _add_policy_iteration(
-        self, plan: Plan, inputs: SchemeInputs, layouts: list[PartLayout], it: int, after: list[str]
+        self, plan: Plan, inputs: SchemeInputs, schedule: IterationSchedule, after: list[str]
     ) -> list[str]:
         """Every part's training step as its memory policy schedules it (ROC section 5), then the
         all-reduce: loads and write-backs between the part's GPU and its host's DRAM, and the halo.
 
         Each part's step is the policy's schedule of its operator graph
         (:func:`~workbench.strategies.memory.graphs.operator_graph`, with the part's halo),
-        emitted by :func:`~workbench.strategies.memory.emit.schedule_to_plan`. Across parts:
-        the load of layer ``l``'s halo waits for the owners' write-backs of ``h{l}`` (and the
-        input features' halo for nothing); an owner's backward through layer ``l`` waits for
-        the halo gradients the readers wrote back. Between machines the halo (forward) and its
-        gradients (backward) also cross the network, host to host (``gather_remote``).
+        emitted by :func:`~workbench.strategies.memory.emit.schedule_to_plan`; then the halo
+        exchanges between parts the per-part schedules cannot know (:func:`policy_halo`).
         """
         from workbench.strategies.memory.emit import schedule_to_plan
-        from workbench.strategies.memory.graphs import operator_graph
 
-        steps = {}
-        for p in range(inputs.num_workers):
-            lay = layouts[p]
-            graph = operator_graph(
-                inputs.model,
-                lay.num_vertices,
-                lay.edges,
-                num_src=lay.num_vertices + lay.halo_vertices,
-                name=f"part {p}",
+        it = schedule.iteration
+        last = []
+        for part in schedule.parts:
+            last += schedule_to_plan(
+                plan,
+                part.memory,  # type: ignore[arg-type]
+                gpu=part.gpu,
+                host=part.host,
+                prefix=part.prefix + ".",
+                deps=[after[part.part]] if after else [],
+                worker=part.part,
+                iteration=it,
             )
-            capacity = self._capacity(inputs, p)
-            try:
-                schedule = self.policy.schedule(graph, capacity)  # type: ignore[union-attr]
-            except ConfigError as exc:
-                raise ConfigError(
-                    f"part {p} on {inputs.workers[p]} ({lay.num_vertices:,} vertices): {exc}"
-                ) from None
-            prefix = f"i{it}.w{p}."
-            deps = [after[p]] if after else []
-            steps[p] = (
-                graph,
-                schedule_to_plan(
-                    plan,
-                    schedule,
-                    gpu=inputs.workers[p],
-                    host=inputs.host_of_worker(p),
-                    prefix=prefix,
-                    deps=deps,
-                    worker=p,
-                    iteration=it,
-                ),
-            )
-        self._link_halos(plan, inputs, layouts, it, {p: g for p, (g, _) in steps.items()})
-        return add_gradient_sync(plan, inputs, it, [i for _, ids in steps.values() for i in ids])
+        index = {t.id: t for t in plan.tasks[-_recent(plan, it) :]}
+        for t in schedule.halo:
+            if t.task is None:  # one host's DRAM: the write-back is the exchange
+                index[t.feeds].deps.extend(t.after)
+                continue
+            # A host-to-host copy carries no layer (what the network moves, not a layer's step).
+            _add_halo_copy(plan, t, it)
+            index[t.feeds].deps.append(t.task)
+        return add_gradient_sync(plan, inputs, it, last)
 
     def policy_volumes(self, inputs: SchemeInputs) -> list[dict[str, object]]:
         """Per registered memory policy, the CPU-GPU bytes of one training step summed over the parts
@@ -330,7 +300,7 @@ class RocFullGraphScheme(ExecutionScheme):
         from workbench.registry import MEMORY_POLICIES
         from workbench.strategies.memory.graphs import operator_graph
 
-        layouts = part_layouts(inputs.graph, inputs.partition.owner, inputs.num_workers)
+        layouts = self.layouts(inputs)
         graphs = [
             operator_graph(
                 inputs.model, lay.num_vertices, lay.edges, num_src=lay.num_vertices + lay.halo_vertices
@@ -358,143 +328,54 @@ class RocFullGraphScheme(ExecutionScheme):
             inputs.optimizer
         )
 
-    def _link_halos(
-        self, plan: Plan, inputs: SchemeInputs, layouts: list[PartLayout], it: int, graphs: dict
-    ) -> None:
-        """The dependencies (and network copies) between parts that the per-part schedules cannot know."""
-        index = {t.id: t for t in plan.tasks[-_recent(plan, it) :]}
-        for p, graph in graphs.items():
-            writer = {y: op.name for op in graph.operators for y in op.writes}
-            readers: dict[str, str] = {}
-            for op in graph.operators:
-                for x in op.reads:
-                    readers.setdefault(x, op.name)
-            for q, count in layouts[p].halo.items():
-                for layer in range(inputs.model.num_layers):
-                    halo = "features" if layer == 0 else f"halo{layer}"
-                    load = index.get(f"i{it}.w{p}.{readers.get(halo, '')}.load.{halo}")
-                    if load is None:
-                        continue
-                    produced = [] if layer == 0 else [f"i{it}.w{q}.{writer[f'h{layer}']}.wb.h{layer}"]
-                    load.deps.extend(
-                        self._network(
-                            plan,
-                            inputs,
-                            q,
-                            p,
-                            count,
-                            inputs.model.layers[layer].in_dim,
-                            produced,
-                            it,
-                            f"halo{layer}",
-                            "activations" if layer else "features",
-                        )
-                    )
-                if not self.training:
-                    continue
-                for layer in range(1, inputs.model.num_layers):
-                    grad = f"grad_halo{layer}"
-                    wb = f"i{it}.w{p}.{writer.get(grad, '')}.wb.{grad}"
-                    if wb not in index:
-                        continue
-                    consumer = index.get(f"i{it}.w{q}.{_reader_of(graphs[q], f'grad_h{layer}')}")
-                    if consumer is not None:
-                        consumer.deps.extend(
-                            self._network(
-                                plan,
-                                inputs,
-                                p,
-                                q,
-                                count,
-                                inputs.model.layers[layer].in_dim,
-                                [wb],
-                                it,
-                                grad,
-                                "gradients",
-                            )
-                        )
 
-    def _network(
-        self,
-        plan: Plan,
-        inputs: SchemeInputs,
-        src: int,
-        dst: int,
-        count: int,
-        width: int,
-        deps: list[str],
-        it: int,
-        what: str,
-        carries: str,
-    ) -> list[str]:
-        """Host-to-host copy of ``count`` rows when the two parts are on different machines; else
-        the dependencies alone (one host's DRAM: the write-back is the exchange)."""
-        if inputs.worker_machine[src] == inputs.worker_machine[dst]:
-            return deps
-        tid = f"i{it}.w{dst}.{what}.from{src}"
+def _add_features(plan: Plan, schedule: IterationSchedule, after: list[str]) -> dict[int, list[str]]:
+    """Each resident part's input features, host -> its GPU, once per iteration (ROC keeps them in
+    host DRAM; a resident part reads them at the start of each iteration)."""
+    produced = {}
+    for part in schedule.parts:
+        p, n = part.part, part.layout.num_vertices
+        tid = RocTaskIds.features(part.prefix)
         plan.transfer(
-            tid,
-            inputs.host_of_worker(src),
-            inputs.host_of_worker(dst),
-            count * width * DTYPE_BYTES,
-            "gather_remote",
-            deps,
-            worker=dst,
-            iteration=it,
-            items=count,
-            carries=carries,
-        )
-        return [tid]
-
-    def _halo(
-        self,
-        plan: Plan,
-        inputs: SchemeInputs,
-        layouts: list[PartLayout],
-        p: int,
-        layer: int,
-        width: int,
-        produced: dict[int, list[str]],
-        it: int,
-        direction: str,
-    ) -> list[tuple[int, str]]:
-        """Halo activations (forward: from each owner q into p) or their gradients (backward: from p
-        back to each q), as (q, task id). From the owner's GPU when parts stay resident, else its host."""
-        ids = []
-        for q, count in layouts[p].halo.items():
-            if direction == "forward":
-                src, dst, deps, owner_of_task = self._source(inputs, q), inputs.workers[p], produced[q], p
-                tid = f"i{it}.w{p}.halo{layer}.from{q}"
-                carries = "features" if layer == 0 else "activations"
-            else:
-                src, dst, deps, owner_of_task = inputs.workers[p], self._source(inputs, q), produced[p], p
-                tid = f"i{it}.w{p}.halograd{layer}.to{q}"
-                carries = "gradients"
-            if layer == 0 and direction == "forward":
-                src = inputs.host_of_worker(q)  # input features live in the owner's host memory
-                deps = []
-            plan.transfer(
-                tid,
-                src,
-                dst,
-                count * width,
-                _phase(inputs, src, dst),
-                deps,
-                worker=owner_of_task,
-                iteration=it,
-                layer=layer,
-                items=count,
-                carries=carries,
-            )
-            ids.append((q, tid))
-        return ids
-
-    def _source(self, inputs: SchemeInputs, q: int) -> str:
-        return inputs.workers[q] if self.memory_policy == RESIDENT else inputs.host_of_worker(q)
+            tid, part.host, part.gpu, part.feature_bytes, "h2d", [after[p]] if after else [],
+            worker=p, iteration=schedule.iteration, items=n, carries="features",
+            allocate={RocTaskIds.input_tensor(part.prefix, 0): part.feature_bytes},
+        )  # fmt: skip
+        produced[p] = [tid]
+    return produced
 
 
-def _reader_of(graph, tensor: str) -> str:  # type: ignore[no-untyped-def]
-    return next((op.name for op in graph.operators if tensor in op.reads), "")
+def _add_backward_layer(
+    plan: Plan, inputs: SchemeInputs, schedule: IterationSchedule, layer: int, produced: dict[int, list[str]]
+) -> dict[int, list[str]]:
+    """Layer ``layer``'s backward on every part, then its halo gradients back to their owners;
+    returns what each part's next backward layer waits for."""
+    it, spec = schedule.iteration, inputs.model.layers[layer]
+    out = {}
+    for part in schedule.parts:
+        lay, p = part.layout, part.part
+        src = lay.num_vertices + lay.halo_vertices
+        tid = task_ids.backward_task(part.prefix, layer)
+        plan.compute(
+            tid, part.gpu, "backward", produced[p], worker=p, iteration=it, layer=layer,
+            items=lay.num_vertices, label=lay.label,
+            features=spec.backward_cost_features(src, lay.num_vertices, lay.edges),
+            memory=src * spec.in_dim * DTYPE_BYTES, free=[task_ids.activation_tensor(part.prefix, layer)],
+        )  # fmt: skip
+        out[p] = [tid]
+    for t in schedule.exchanges(BACKWARD, layer):
+        _add_halo_copy(plan, t, it, layer=layer)
+    # An owner's next backward layer needs every gradient sent to it.
+    arriving = {p: [t.task for t in schedule.exchanges(BACKWARD, layer) if t.owner == p] for p in out}
+    return {p: out[p] + arriving[p] for p in out}  # type: ignore[misc]
+
+
+def _add_halo_copy(plan: Plan, t: HaloTransfer, it: int, **layer: int) -> None:
+    """The plan task of one halo copy, as the schedule names it."""
+    plan.transfer(
+        t.task, t.src, t.dst, t.nbytes, t.phase, list(t.after),  # type: ignore[arg-type]
+        worker=t.worker, iteration=it, **layer, items=t.rows, carries=t.carries,
+    )  # fmt: skip
 
 
 def _recent(plan: Plan, it: int) -> int:
@@ -505,19 +386,3 @@ def _recent(plan: Plan, it: int) -> int:
             break
         count += 1
     return count
-
-
-def _phase(inputs: SchemeInputs, src: str, dst: str) -> str:
-    """``gather_remote`` across machines; within one, ``d2d`` between GPUs, ``h2d`` / ``d2h`` with host."""
-    if src.split(".", 1)[0] != dst.split(".", 1)[0]:
-        return "gather_remote"
-    if ".gpu" in src and ".gpu" in dst:
-        return "d2d"
-    return "h2d" if ".gpu" in dst else "d2h"
-
-
-def _range_label(vertices: np.ndarray) -> str:
-    """``[start, end)`` for a contiguous part (what ROC's partitioner makes), else a count."""
-    if vertices.size and vertices[-1] - vertices[0] + 1 == vertices.size:
-        return f"vertices [{int(vertices[0])}, {int(vertices[-1]) + 1})"
-    return f"{vertices.size} vertices"
