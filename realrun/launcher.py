@@ -26,7 +26,7 @@ itself; rank 0 gathers the rows and writes the folder)::
 
     torchrun --nnodes 2 --nproc-per-node 1 --node-rank K \\
         --rdzv-backend c10d --rdzv-endpoint HOST0:29500 \\
-        -m realrun.worker CONFIG.toml --device cuda --out reports/runs/NAME-real
+        -m realrun.torchrun CONFIG.toml --device cuda --out reports/runs/NAME-real
 
 Failures. A watchdog polls every worker's status (phase, iteration, whether it is inside
 a call that waits for other workers) ten times a second:
@@ -332,7 +332,8 @@ def _worker_setup(
     state: str | Path | None,
 ) -> Any:
     """What every worker is handed (:class:`realrun.worker.WorkerSetup`)."""
-    from realrun.worker import FAULT_ENV, WorkerSetup, check_fault
+    from realrun.faults import FAULT_ENV, check_fault
+    from realrun.worker import WorkerSetup
 
     return WorkerSetup(
         prepared=prepared,

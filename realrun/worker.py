@@ -1,14 +1,8 @@
 """One training worker: joins torch.distributed, builds its feature store, trains the epochs.
 
 The same :func:`run_worker` runs under the launcher (:mod:`realrun.launcher`, one
-spawned process per worker on one machine) and under ``torchrun`` across machines::
-
-    # on each of 2 machines (node ranks 0 and 1), one worker per GPU:
-    torchrun --nnodes 2 --nproc-per-node 1 --node-rank K \\
-        --rdzv-backend c10d --rdzv-endpoint HOST0:29500 \\
-        -m realrun.worker CONFIG.toml --device cuda --out reports/runs/NAME-real
-
-Under torchrun every process prepares the run itself from the configuration (graph,
+spawned process per worker on one machine) and under ``torchrun`` across machines
+(:mod:`realrun.torchrun`). Under torchrun every process prepares the run itself from the configuration (graph,
 partition, placement, the sampled epoch: all deterministic for the configuration's
 seed, and cached on disk), ranks come from torchrun's environment, and rank 0 gathers
 every worker's trace rows (``torch.distributed.gather_object``) and writes the run's
@@ -29,7 +23,6 @@ epoch. The launcher's tests use it to check that failures end the run cleanly.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import pickle
@@ -45,9 +38,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from realrun.faults import FAULT_ENV, check_fault
 from realrun.feature_store import ByteCounter, FeatureStore
-from realrun.layers import LAYER_CHOICES, layer_backend
+from realrun.layers import layer_backend
 from realrun.schemes import real_executor
 from realrun.schemes.base import PartLog, Status, WorkerContext
 from workbench.run import PreparedRun
@@ -256,49 +248,3 @@ def _collect_parts(rank: int, world: int, parts: str) -> None:
         for w, body in enumerate(gathered):
             if w != 0:
                 part_path(parts, w).write_text(body)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``torchrun ... -m realrun.worker CONFIG.toml --device cpu|cuda [--out DIR]``."""
-    from realrun.launcher import DEFAULT_COLLECTIVE_TIMEOUT, default_out, finish_run, prepare_real_run
-
-    parser = argparse.ArgumentParser(prog="python -m realrun.worker", description=main.__doc__)
-    parser.add_argument("config")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--no-eval", action="store_true")
-    parser.add_argument("--layers", choices=LAYER_CHOICES, default="auto")
-    parser.add_argument("--collective-timeout", type=float, default=DEFAULT_COLLECTIVE_TIMEOUT)
-    args = parser.parse_args(argv)
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    prepared, plan, config = prepare_real_run(
-        args.config, world, args.device, progress=rank == 0, local_workers=local_world
-    )
-    out = Path(args.out) if args.out else default_out(config)
-    parts = out / "parts"
-    parts.mkdir(parents=True, exist_ok=True)
-    setup = WorkerSetup(
-        prepared=prepared,
-        task_index={t.id: k for k, t in enumerate(plan.tasks)},
-        device=args.device,
-        parts=str(parts),
-        epochs=args.epochs or config.training.epochs,
-        evaluate=not args.no_eval,
-        backend_timeout=args.collective_timeout,
-        init_method="env://",
-        fault=check_fault(os.environ.get(FAULT_ENV)),
-        collect=True,
-        layers=args.layers,
-    )
-    code = run_worker(rank, world, local_rank, setup, Status(None, rank))
-    if code == 0 and rank == 0:
-        summary = finish_run(prepared, plan, out, args.config, complete=True)
-        print(summary.describe())
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

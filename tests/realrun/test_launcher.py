@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from realrun.faults import FAULT_ENV, check_fault
 from realrun.launcher import WorkerFailure, check_device, free_port, launch, prepare_real_run
-from realrun.worker import FAULT_ENV, check_fault
 from workbench.config import load_config
 from workbench.errors import ConfigError, UnknownNameError
 from workbench.plan import Plan
@@ -205,7 +205,7 @@ def test_the_worker_runs_under_torchrun(config: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2"]
     torchrun += ["--master-port", str(free_port())]
-    cmd = [*torchrun, "-m", "realrun.worker", str(config), "--device", "cpu", "--out", str(out)]
+    cmd = [*torchrun, "-m", "realrun.torchrun", str(config), "--device", "cpu", "--out", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((out / "run.json").read_text())

@@ -198,8 +198,8 @@ def test_a_real_run_over_the_emulated_network_records_it_and_leaves_nothing(
 def test_a_failed_run_leaves_no_namespace(
     config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from realrun.faults import FAULT_ENV
     from realrun.launcher import WorkerFailure, launch, prepare_real_run
-    from realrun.worker import FAULT_ENV
 
     monkeypatch.setenv(FAULT_ENV, "raise:1:2")
     prepared, plan, _ = prepare_real_run(config, 2, "cpu")
@@ -213,7 +213,7 @@ def test_a_failed_run_leaves_no_namespace(
 @pytest.mark.slow
 @needs_namespaces
 def test_a_launcher_stopped_by_sigterm_removes_its_namespaces(config: Path, tmp_path: Path) -> None:
-    from realrun.worker import FAULT_ENV
+    from realrun.faults import FAULT_ENV
 
     cmd = [sys.executable, "-m", "workbench.cli.main", "realrun", str(config), "--workers", "2",
            "--emulate-network", "--out", str(tmp_path / "run")]  # fmt: skip
