@@ -364,17 +364,7 @@ def private_crossings(module: Module, modules: dict[str, Module]) -> list[tuple[
 # fixed (a fixed one left here fails the test below, so the lists only shrink).
 MOVING = "being moved by issue 24's schedule work"
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
-KNOWN_PRIVATE: dict[tuple[str, str], str] = {
-    (
-        "realrun.schemes.hopgnn",
-        "imports the private module workbench.strategies.execution._micrographs",
-    ): MOVING,
-    (
-        "realrun.schemes.hopgnn",
-        "imports the private workbench.strategies.execution._micrographs._edges_into",
-    ): MOVING,
-    ("realrun.schemes.p3", "reads whole._norm, private to another module's class"): MOVING,
-}
+KNOWN_PRIVATE: dict[tuple[str, str], str] = {}
 
 
 def test_no_private_name_crosses_packages() -> None:

@@ -15,7 +15,7 @@ import pytest
 from workbench.graph.datasets import load_dataset
 from workbench.registry import SAMPLERS
 from workbench.strategies.execution import _kernels
-from workbench.strategies.execution._micrographs import cut_trees, micrographs, micrographs_of
+from workbench.strategies.execution.micrographs import cut_trees, micrographs, micrographs_of
 from workbench.strategies.sampling.base import Minibatch
 
 

@@ -4,7 +4,7 @@ HopGNN's plan cuts every root's tree out of its minibatch's blocks (products-lik
 million edges an epoch). Cut one tree at a time, each cut reads scattered edge ranges
 (memory latency, not bandwidth: ~12 ns an edge) and pays a sort per layer; cut as bits of
 one mask per vertex, every tree of a minibatch comes out of one sequential pass per layer.
-Each kernel has one caller in :mod:`.base` or :mod:`._micrographs`, which documents the rule.
+Each kernel has one caller in :mod:`.base` or :mod:`.micrographs`, which documents the rule.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Micrographs and how roots are dealt to models and time steps, shared by ``hopgnn`` and
-``naive-feature-centric`` (paper 003), and what a real run needs of them (the public module:
-:mod:`._micrographs` only re-exports it).
+``naive-feature-centric`` (paper 003), and what a real run needs of them.
 
 A **micrograph** (section 4) is one root's sampled L-hop computation tree. It is cut
 out of the minibatch blocks the spine already sampled (DGL's block conventions, see

@@ -3,7 +3,7 @@
 HopGNN's strawman. Each model keeps its whole minibatch subgraph as its unit of work
 and, instead of fetching remote features, migrates to the servers that hold them,
 carrying the partial results a layer-by-layer computation needs. Per iteration, model
-``d`` (its roots as :mod:`._micrographs` assigns them, ``minibatches``):
+``d`` (its roots as :mod:`.micrographs` assigns them, ``minibatches``):
 
 1. **Home stop** (time step 0, server ``d``): it gathers the input features of its
    subgraph that are local there (its GPU cache, a peer GPU's cache, its host memory)
@@ -30,7 +30,7 @@ No feature crosses the network (nothing in ``gather_remote``); the price is the
 intermediate data in ``migrate``, which the paper measures at up to 2.59x the
 model-centric traffic. Models move independently, so two may share a GPU for a while.
 A cell of ``global`` roots that come from several workers' minibatches adds the sizes of
-their trees (see :mod:`._micrographs`).
+their trees (see :mod:`.micrographs`).
 """
 
 from __future__ import annotations
@@ -40,13 +40,6 @@ import numpy as np
 from workbench.model import DTYPE_BYTES, INDEX_BYTES
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
-from workbench.strategies.execution._micrographs import (
-    MINIBATCHES_HELP,
-    Micrographs,
-    check_minibatches,
-    micrographs,
-    model_roots,
-)
 from workbench.strategies.execution.base import (
     FEATURE_SERVICE_HELP,
     PREFETCH_HELP,
@@ -60,6 +53,13 @@ from workbench.strategies.execution.base import (
     add_service_reads,
     check_prefetch,
     feature_reads,
+)
+from workbench.strategies.execution.micrographs import (
+    MINIBATCHES_HELP,
+    Micrographs,
+    check_minibatches,
+    micrographs,
+    model_roots,
 )
 from workbench.strategies.sampling.base import Minibatch
 
