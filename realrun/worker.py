@@ -41,7 +41,7 @@ import torch.distributed as dist
 from realrun.feature_store import ByteCounter, FeatureStore
 from realrun.layers import layer_backend
 from realrun.schemes import real_executor
-from realrun.schemes.base import PartLog, Status, WorkerContext
+from realrun.schemes.base import PartLog, RealExecutor, Status, WorkerContext
 from workbench.run import PreparedRun
 
 
@@ -126,16 +126,46 @@ def run_worker(rank: int, world: int, local_rank: int, setup: WorkerSetup, statu
 
 
 def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: Status, log: PartLog) -> None:
-    prepared = setup.prepared
-    inputs = prepared.inputs
+    device = _device(setup, world, local_rank)
+    executor_class = real_executor(setup.prepared.scheme.registered_name)
+    remote_group = _join(rank, world, setup, status)
+    status.phase("setup")
+    ctx = _context(rank, world, device, setup, status, log, remote_group)
+    executor = executor_class(ctx)
+    if setup.state and Path(setup.state).exists():
+        executor.restore(torch.load(setup.state, map_location=device))
+    _barrier(status)
+    status.joined()
+    ctx.t0 = time.perf_counter()  # every worker's clock starts as the barrier releases them
+    log.write(_start_record(rank, world, device, ctx))
+    ctx.counter.take()  # setup moved nothing the plan counts
+    for epoch in range(setup.epochs):
+        _train_epoch(ctx, executor, setup, epoch)
+    _barrier(status)
+    if setup.state and rank == 0:  # every worker holds the same model after the last step
+        torch.save(executor.checkpoint(), setup.state + ".tmp")
+        os.replace(setup.state + ".tmp", setup.state)
+    log.write({"t": "done", "rank": rank})
+    status.phase("done")
+    if setup.collect:
+        log.file.flush()
+        _collect_parts(rank, world, setup.parts)
+
+
+def _device(setup: WorkerSetup, world: int, local_rank: int) -> torch.device:
+    """This worker's device (its own GPU under CUDA), and its share of the CPU threads."""
     cuda = setup.device == "cuda"
     device = torch.device(f"cuda:{local_rank}") if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
-    executor_class = real_executor(prepared.scheme.registered_name)
+    return device
 
+
+def _join(rank: int, world: int, setup: WorkerSetup, status: Status) -> dist.ProcessGroup | None:
+    """Join the run's process group; returns the gloo group for feature fetches under CUDA."""
+    cuda = setup.device == "cuda"
     status.phase("joining")
     status.comm(True)
     dist.init_process_group(
@@ -149,7 +179,21 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
     # even when gradients go over NCCL.
     remote_group = dist.new_group(backend="gloo") if cuda else None
     status.comm(False)
-    status.phase("setup")
+    return remote_group
+
+
+def _context(
+    rank: int,
+    world: int,
+    device: torch.device,
+    setup: WorkerSetup,
+    status: Status,
+    log: PartLog,
+    remote_group: dist.ProcessGroup | None,
+) -> WorkerContext:
+    """What the executor gets: the run, the device, the feature store, the clock and the log."""
+    prepared = setup.prepared
+    inputs = prepared.inputs
     counter = ByteCounter()
     ctx = WorkerContext(
         rank=rank,
@@ -177,66 +221,58 @@ def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: S
         remote_group=remote_group,
         on_comm=status.comm,
     )
-    executor = executor_class(ctx)
-    if setup.state and Path(setup.state).exists():
-        executor.restore(torch.load(setup.state, map_location=device))
+    return ctx
+
+
+def _barrier(status: Status) -> None:
     status.phase("barrier")
     status.comm(True)
     dist.barrier()
     status.comm(False)
-    status.joined()
-    ctx.t0 = time.perf_counter()  # every worker's clock starts as the barrier releases them
+
+
+def _start_record(rank: int, world: int, device: torch.device, ctx: WorkerContext) -> dict[str, Any]:
+    cuda = device.type == "cuda"
+    return {
+        "t": "start",
+        "rank": rank,
+        "pid": os.getpid(),
+        "world": world,
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "backend": dist.get_backend(),
+        "layers": ctx.layers.name,
+        "host": socket.gethostname(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if cuda else None,
+    }
+
+
+def _train_epoch(ctx: WorkerContext, executor: RealExecutor, setup: WorkerSetup, epoch: int) -> None:
+    """One epoch from a barrier, then worker 0's evaluation outside the timed epoch."""
+    status, log = ctx.status, ctx.log
+    ctx.epoch = epoch
+    status.phase("barrier", epoch=epoch)
+    status.comm(True)
+    dist.barrier()
+    status.comm(False)
+    log.write({"t": "epoch_start", "epoch": epoch, "time": ctx.now()})
+    totals = executor.run_epoch(epoch)
+    end = ctx.now()
+    test_acc = None
+    if setup.evaluate and ctx.rank == 0:
+        status.phase("evaluate")
+        test_acc = executor.evaluate()
     log.write(
         {
-            "t": "start",
-            "rank": rank,
-            "pid": os.getpid(),
-            "world": world,
-            "device": str(device),
-            "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
-            "backend": dist.get_backend(),
-            "layers": ctx.layers.name,
-            "host": socket.gethostname(),
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda if cuda else None,
+            "t": "epoch_end",
+            "epoch": epoch,
+            "time": end,
+            "bytes": ctx.counter.take(),
+            "test_acc": test_acc,
+            **totals,
         }
     )
-    counter.take()  # setup moved nothing the plan counts
-    for epoch in range(setup.epochs):
-        ctx.epoch = epoch
-        status.phase("barrier", epoch=epoch)
-        status.comm(True)
-        dist.barrier()
-        status.comm(False)
-        log.write({"t": "epoch_start", "epoch": epoch, "time": ctx.now()})
-        totals = executor.run_epoch(epoch)
-        end = ctx.now()
-        test_acc = None
-        if setup.evaluate and rank == 0:
-            status.phase("evaluate")
-            test_acc = executor.evaluate()
-        log.write(
-            {
-                "t": "epoch_end",
-                "epoch": epoch,
-                "time": end,
-                "bytes": counter.take(),
-                "test_acc": test_acc,
-                **totals,
-            }
-        )
-    status.phase("barrier")
-    status.comm(True)
-    dist.barrier()
-    status.comm(False)
-    if setup.state and rank == 0:  # every worker holds the same model after the last step
-        torch.save(executor.checkpoint(), setup.state + ".tmp")
-        os.replace(setup.state + ".tmp", setup.state)
-    log.write({"t": "done", "rank": rank})
-    status.phase("done")
-    if setup.collect:
-        log.file.flush()
-        _collect_parts(rank, world, setup.parts)
 
 
 def _collect_parts(rank: int, world: int, parts: str) -> None:
