@@ -362,6 +362,11 @@ class GraphConv(nn.Module):
         self.bias = nn.Parameter(torch.empty(out_feats)) if bias else None
         self.reset_parameters()
 
+    @property
+    def norm(self) -> str:
+        """The degree normalisation (``GCN_NORMS``): what a layer made from this one's weights needs."""
+        return self._norm
+
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         nn.init.xavier_uniform_(self.weight, generator=generator)
         if self.bias is not None:

@@ -102,6 +102,24 @@ def test_trace_rows_are_the_plans_tasks(runs) -> None:
     assert set(exchanges["engine"]) == {"net"}  # every worker on its own machine
 
 
+def test_the_run_carries_out_the_schemes_schedule(runs) -> None:
+    """The rows are the tasks the run's scheme schedules, and every exchange moved the bytes its
+    schedule entry gives (the executor reads the schedule, it does not derive one)."""
+    prepared, plan, summary = runs["p3 three machines"]
+    trace = read_trace(summary.out / "trace.parquet")
+    scheme, inputs = prepared.scheme, prepared.inputs
+    schedules = [scheme.schedule(inputs, it) for it in range(inputs.num_iterations)]
+    assert set(trace["task"]) == {t for s in schedules for t in s.task_ids()}
+    sends = {
+        send.task: send.nbytes
+        for s in schedules
+        for send in (*s.structure, *s.partial_sends(), *s.gradient_sends())
+    }
+    exchanged = trace[trace["task"].isin(list(sends))]
+    assert len(exchanged) == 2 * len(sends)  # each send once per epoch
+    assert all(row.bytes == sends[row.task] for row in exchanged.itertuples(index=False))
+
+
 @pytest.mark.parametrize("model", ["sage", "gcn"])
 def test_p3_trains_the_model_centric_model(runs, model: str) -> None:
     """Same minibatches, same initial weights: the losses and accuracies agree epoch by epoch

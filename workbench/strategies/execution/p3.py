@@ -58,53 +58,75 @@ bias of the first layer ((N - 1) x H x 4 bytes more in total than the model hold
 Only first layers whose input transform splits by input dimensions into partial
 activations per destination vertex are modeled: ``gcn`` and ``sage`` (GAT's
 attention would need the partial projections of the source vertices instead).
+
+One schedule, two executors: every decision above (the slices, the structure each worker
+sends and its size, the partials and gradients per pair, each task's id) is made once per
+iteration by :meth:`P3Scheme.schedule` (``_p3_schedule``); this module turns the schedule
+into tasks and costs, ``realrun.schemes.p3`` carries the same schedule out for real.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-import numpy as np
-
-from workbench.errors import ConfigError
-from workbench.model import DTYPE_BYTES, INDEX_BYTES, ModelSpec
-from workbench.plan import Plan
+from workbench.model import DTYPE_BYTES, ModelSpec
+from workbench.plan import Plan, ResidentTensor
 from workbench.registry import EXECUTION_SCHEMES
+from workbench.strategies.execution._p3_schedule import (
+    SPLITTABLE_FIRST_LAYERS,
+    ActivationSend,
+    Combine,
+    P3Layout,
+    P3Schedule,
+    PartialStep,
+    SliceRead,
+    StructureSend,
+    p3_layout,
+    p3_name,
+    p3_schedule,
+    slice_widths,
+    structure_bytes,
+    structure_entries,
+)
 from workbench.strategies.execution.base import (
     PREFETCH_HELP,
-    ExecutionScheme,
-    Prefetch,
+    IterationPlanner,
+    MinibatchScheme,
     SchemeInputs,
     add_forward_backward,
     add_gradient_sync,
-    add_sampling,
-    block_sizes,
     check_prefetch,
 )
-from workbench.strategies.sampling.base import Block, Minibatch
+from workbench.strategies.sampling.base import Minibatch
 
-# First-layer kinds whose input transform splits over feature slices into partial
-# activations of the destination vertices (aggregate, then multiply: both linear).
-SPLITTABLE_FIRST_LAYERS = ("gcn", "sage")
-
-
-def slice_widths(feat_dim: int, workers: int) -> list[int]:
-    """Feature dimensions per worker: ``feat_dim // workers``, the first ``feat_dim % workers`` one more."""
-    base, extra = divmod(feat_dim, workers)
-    return [base + (1 if i < extra else 0) for i in range(workers)]
-
-
-def structure_bytes(block: Block) -> int:
-    """Bytes of a sampled block's structure as the sampler returns it: source and destination
-    ids and the local endpoints of every edge, 8-byte integers."""
-    return (block.num_src + block.num_dst + 2 * block.num_edges) * INDEX_BYTES
+__all__ = [
+    "SPLITTABLE_FIRST_LAYERS",
+    "ActivationSend",
+    "Combine",
+    "P3Layout",
+    "P3Schedule",
+    "P3Scheme",
+    "PartialStep",
+    "SliceRead",
+    "StructureSend",
+    "p3_name",
+    "slice_widths",
+    "structure_bytes",
+    "structure_entries",
+]
 
 
 @EXECUTION_SCHEMES.register("p3")
-class P3Scheme(ExecutionScheme):
-    """P3: first layer model parallel over feature slices (partials all-to-all), the rest data parallel."""
+class P3Scheme(MinibatchScheme):
+    """P3: first layer model parallel over feature slices (partials all-to-all), the rest data parallel.
 
-    real_run_params = {"prefetch": 0, "feature_service": False}  # realrun.schemes.p3: no feature service in the real store
+    :meth:`schedule` decides each iteration (:class:`P3Schedule`); the plan builder
+    (:class:`_P3Iteration`, on :class:`MinibatchScheme`'s epoch loop) and the real executor
+    (``realrun.schemes.p3``) both carry that schedule out."""
+
+    # realrun.schemes.p3 hands a minibatch over after the previous step; the real store has no feature service.
+    real_run_params = {"prefetch": 0, "feature_service": False}
     HELP = {
         "prefetch": PREFETCH_HELP,
         "feature_service": "each worker's host slice rows come through paper 003's artifact's feature "
@@ -115,317 +137,339 @@ class P3Scheme(ExecutionScheme):
     def __init__(self, prefetch: int = 1, feature_service: bool = False) -> None:
         self.prefetch = check_prefetch(prefetch, "p3")
         self.feature_service = feature_service
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop the layout and schedule kept for the last inputs."""
+        self._inputs: SchemeInputs | None = None
+        self._layout: P3Layout | None = None
+        self._last: P3Schedule | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # What is kept for the last inputs is recomputed where the scheme arrives (a worker).
+        state = dict(self.__dict__)
+        state.update(_inputs=None, _layout=None, _last=None)
+        return state
+
+    def layout(self, inputs: SchemeInputs) -> P3Layout:
+        """The run's slices and models (refuses inputs P3 cannot split), kept per inputs."""
+        if self._inputs is not inputs or self._layout is None:
+            layout = p3_layout(inputs)
+            self._forget()
+            self._inputs, self._layout = inputs, layout
+        return self._layout
+
+    def schedule(self, inputs: SchemeInputs, iteration: int) -> P3Schedule:
+        """Iteration ``iteration``'s schedule; the last one is kept, so the plan builder's and a
+        caller's right after it are one object."""
+        layout = self.layout(inputs)
+        if self._last is None or self._last.iteration != iteration:
+            self._last = p3_schedule(inputs, layout, iteration, self.feature_service)
+        return self._last
+
+    def check_inputs(self, inputs: SchemeInputs) -> None:
+        self.layout(inputs)
+
+    def plan_details(self) -> dict[str, object]:
+        # The template asks after check_inputs, so the layout of the inputs being planned is kept.
+        assert self._layout is not None
+        service = {"feature_service": True} if self.feature_service else {}  # meta only when on
+        return {"slice_widths": list(self._layout.widths), "prefetch": self.prefetch, **service}
 
     def build(self, inputs: SchemeInputs) -> Plan:
-        model = inputs.model
-        n = inputs.num_workers
-        first = model.layers[0]
-        if model.num_layers < 2:
-            raise ConfigError(
-                f"{inputs.name}: p3 needs at least 2 layers (layer 1 model parallel, the rest data parallel); "
-                f"model {model.name!r} has {model.num_layers}"
-            )
-        if first.kind not in SPLITTABLE_FIRST_LAYERS:
-            raise ConfigError(
-                f"{inputs.name}: p3 splits the first layer over feature slices; its kind must be one of "
-                f"{', '.join(SPLITTABLE_FIRST_LAYERS)}, model {model.name!r} starts with a {first.kind} layer"
-            )
-        if first.in_dim < n:
-            raise ConfigError(
-                f"{inputs.name}: p3 gives each of the {n} workers a slice of the {first.in_dim} feature "
-                "dimensions: needs at least as many dimensions as workers"
-            )
-        if inputs.feature_bytes % first.in_dim:
-            raise ConfigError(
-                f"{inputs.name}: feature_bytes {inputs.feature_bytes} is not a whole number of bytes per "
-                f"dimension of {first.in_dim}"
-            )
-        per_dim = inputs.feature_bytes // first.in_dim
-        widths = slice_widths(first.in_dim, n)
-        slices = [dataclasses.replace(first, in_dim=w) for w in widths]
-        dp_model = ModelSpec(f"{model.name} layers 2..{model.num_layers}", model.layers[1:])
-        dp_inputs = dataclasses.replace(inputs, model=dp_model)
-
-        service = {"feature_service": True} if self.feature_service else {}  # meta only when on
-        plan = self.empty_plan(inputs, slice_widths=widths, prefetch=self.prefetch, **service)
-        for i, gpu in enumerate(inputs.workers):
-            slice_model = ModelSpec(f"{model.name} layer 1 slice {i}", (slices[i],))
-            state = dp_model.training_state_bytes(inputs.optimizer) + slice_model.training_state_bytes(
-                inputs.optimizer
-            )
-            plan.keep(f"w{i}.training-state", gpu, state)
-            if inputs.placement is not None:
-                cached = int(inputs.placement.gpu_vertices[i].shape[0])
-                if cached:
-                    plan.keep(f"w{i}.feature-cache", gpu, cached * widths[i] * per_dim)
-
-        width = first.output_width
-        dp_steps: list[str] = []
-        slice_steps: list[str] = []
-        ahead = Prefetch(self.prefetch)
-        for it, minibatches in enumerate(inputs.epoch):
-            samples = [
-                add_sampling(plan, inputs, j, it, mb, f"i{it}.w{j}", ahead)
-                for j, mb in enumerate(minibatches)
-            ]
-            # 1. block 0's structure to every other worker.
-            ready = [
-                [samples[j] for j in range(n)] for _ in range(n)
-            ]  # ready[i][j]: i may start on j's block
-            for j, mb in enumerate(minibatches):
-                for i in range(n):
-                    if i == j:
-                        continue
-                    tid = f"i{it}.w{j}.graph-to-w{i}"
-                    plan.transfer(
-                        tid,
-                        inputs.workers[j],
-                        inputs.workers[i],
-                        structure_bytes(mb.blocks[0]),
-                        "sample",
-                        [samples[j]],
-                        worker=j,
-                        iteration=it,
-                        items=mb.blocks[0].num_edges,
-                        carries="adjacency",
-                    )
-                    ready[i][j] = tid
-            # 2. every worker's partial first layer of every minibatch, over its slice.
-            partials: dict[tuple[int, int], str] = {}
-            for i, gpu in enumerate(inputs.workers):
-                for j, mb in enumerate(minibatches):
-                    prefix = f"i{it}.w{i}.mb{j}"
-                    deps = [ready[i][j]]
-                    reads, gathered = self._slice_reads(
-                        plan, inputs, i, it, mb, widths[i] * per_dim, deps, prefix, self.feature_service
-                    )
-                    src, dst, edges = block_sizes(mb)[0]
-                    tid = f"{prefix}.fwd0-partial"
-                    plan.compute(
-                        tid,
-                        gpu,
-                        "forward",
-                        (reads or deps) + ([slice_steps[i]] if slice_steps else []),
-                        worker=i,
-                        iteration=it,
-                        layer=0,
-                        items=edges,
-                        features=slices[i].cost_features(src, dst, edges),
-                        allocate={
-                            f"{prefix}.act0-partial": slices[i].saved_for_backward_bytes(src, dst, edges),
-                            f"{prefix}.partial": dst * width * DTYPE_BYTES,
-                        },
-                        free=gathered,
-                    )
-                    partials[(i, j)] = tid
-            # 3. partials all-to-all (per pair: j's destinations), summed on j; 4. layers 2..L.
-            finals = []
-            combines = []
-            for j, mb in enumerate(minibatches):
-                prefix = f"i{it}.w{j}"
-                dst = mb.blocks[0].num_dst
-                nbytes = dst * width * DTYPE_BYTES
-                arrived = [partials[(j, j)]]
-                for i in range(n):
-                    if i == j:
-                        continue
-                    tid = f"i{it}.w{i}.mb{j}.partial-to-w{j}"
-                    plan.transfer(
-                        tid,
-                        inputs.workers[i],
-                        inputs.workers[j],
-                        nbytes,
-                        "alltoall",
-                        [partials[(i, j)]],
-                        worker=i,
-                        iteration=it,
-                        items=dst,
-                        carries="partials",
-                        free=[f"i{it}.w{i}.mb{j}.partial"],
-                    )
-                    arrived.append(tid)
-                combine = f"{prefix}.fwd0-combine"
-                plan.compute(
-                    combine,
-                    inputs.workers[j],
-                    "forward",
-                    arrived + ([dp_steps[j]] if dp_steps else []),
-                    worker=j,
-                    iteration=it,
-                    layer=0,
-                    items=dst,
-                    features={
-                        "vertices": float(dst),
-                        "in_dim": float(width),
-                        "out_dim": float(width),
-                        "flops": float(n * dst * width),  # N - 1 additions, the bias, the nonlinearity
-                        "bytes": float((n + 1) * nbytes),
-                    },
-                    allocate={f"{prefix}.act0": nbytes},
-                    free=[f"{prefix}.mb{j}.partial"],
-                )
-                combines.append(combine)
-                layers = range(1, model.num_layers)
-                finals.append(
-                    add_forward_backward(
-                        plan, inputs, j, it, block_sizes(mb), [combine], prefix, layers=layers
-                    )
-                )
-            # 5. the gradient of the partials back to every slice owner; slice backward and step.
-            slice_bwd: list[list[str]] = [[] for _ in range(n)]
-            for j, mb in enumerate(minibatches):
-                prefix = f"i{it}.w{j}"
-                dst = mb.blocks[0].num_dst
-                nbytes = dst * width * DTYPE_BYTES
-                back = f"{prefix}.bwd0-combine"
-                plan.compute(
-                    back,
-                    inputs.workers[j],
-                    "backward",
-                    [finals[j]],
-                    worker=j,
-                    iteration=it,
-                    layer=0,
-                    items=dst,
-                    features={
-                        "vertices": float(dst),
-                        "in_dim": float(width),
-                        "out_dim": float(width),
-                        "flops": float(dst * width),
-                        "bytes": float(3 * nbytes),
-                    },
-                    allocate={f"{prefix}.grad0": nbytes},
-                    free=[f"{prefix}.act0"],
-                )
-                sent = []
-                arrived_at: dict[int, str] = {j: back}
-                for i in range(n):
-                    if i == j:
-                        continue
-                    tid = f"{prefix}.grad0-to-w{i}"
-                    plan.transfer(
-                        tid,
-                        inputs.workers[j],
-                        inputs.workers[i],
-                        nbytes,
-                        "alltoall",
-                        [back],
-                        worker=j,
-                        iteration=it,
-                        items=dst,
-                        carries="gradients",
-                    )
-                    sent.append(tid)
-                    arrived_at[i] = tid
-                src, dst_, edges = block_sizes(mb)[0]
-                for i in range(n):
-                    pre = f"i{it}.w{i}.mb{j}"
-                    tid = f"{pre}.bwd0-partial"
-                    # j's own slice waits for its sends too: they read the gradient it frees.
-                    plan.compute(
-                        tid,
-                        inputs.workers[i],
-                        "backward",
-                        [back, *sent] if i == j else [arrived_at[i]],
-                        worker=i,
-                        iteration=it,
-                        layer=0,
-                        items=edges,
-                        features=slices[i].backward_cost_features(src, dst_, edges),
-                        free=[f"{pre}.act0-partial"] + ([f"{prefix}.grad0"] if i == j else []),
-                    )
-                    slice_bwd[i].append(tid)
-            slice_steps = []
-            for i, gpu in enumerate(inputs.workers):
-                params = slices[i].param_count()
-                state = ModelSpec("slice", (slices[i],)).training_state_bytes(inputs.optimizer)
-                tid = f"i{it}.w{i}.update-slice"
-                plan.compute(
-                    tid,
-                    gpu,
-                    "update",
-                    slice_bwd[i],
-                    worker=i,
-                    iteration=it,
-                    features={"bytes": 2.0 * state, "flops": 4.0 * params},
-                )
-                slice_steps.append(tid)
-            # 6. the data-parallel layers' gradients.
-            dp_steps = add_gradient_sync(plan, dp_inputs, it, finals)
-            # A worker's step ends with both its data-parallel and its slice update; the later one
-            # in the plan's order bounds how far ahead it samples.
-            ahead.record(dp_steps)
-            inputs.planned(it)
+        plan = super().build(inputs)
+        # The template keeps the whole model's state and whole cached rows on every GPU (it has no
+        # hook for a scheme's own resident state); P3's GPUs keep layers 2..L, a slice of layer 1,
+        # and a slice of each cached row: the same tensors, in the same order, with P3's sizes.
+        plan.resident[:] = resident_state(inputs, self.layout(inputs))
         return plan
 
-    @staticmethod
-    def _slice_reads(
-        plan: Plan,
-        inputs: SchemeInputs,
-        i: int,
-        it: int,
-        mb: Minibatch,
-        slice_bytes: int,
+    def iteration_planner(
+        self, plan: Plan, inputs: SchemeInputs, iteration: int, previous_steps: list[str]
+    ) -> IterationPlanner:
+        return _P3Iteration(self.schedule(inputs, iteration), plan, inputs, previous_steps)
+
+
+def resident_state(inputs: SchemeInputs, layout: P3Layout) -> list[ResidentTensor]:
+    """Each GPU's state for the whole epoch: layers 2..L's and its first-layer slice's training
+    state, and its slice of the rows the placement caches on it."""
+    out = []
+    for i, gpu in enumerate(inputs.workers):
+        state = layout.dp_model.training_state_bytes(inputs.optimizer)
+        state += layout.slice_model(i).training_state_bytes(inputs.optimizer)
+        out.append(ResidentTensor(f"w{i}.training-state", gpu, state))
+        if inputs.placement is not None:
+            cached = int(inputs.placement.gpu_vertices[i].shape[0])
+            if cached:
+                out.append(ResidentTensor(f"w{i}.feature-cache", gpu, cached * layout.row_bytes(i)))
+    return out
+
+
+class _P3Iteration(IterationPlanner):
+    """One iteration's tasks and costs, from its schedule: once every worker has sampled, the
+    structure exchange, every slice's partials, the sums and layers 2..L, the gradients back to
+    the slices and their steps, then layers 2..L's gradient sync."""
+
+    def __init__(
+        self, schedule: P3Schedule, plan: Plan, inputs: SchemeInputs, previous_steps: list[str]
+    ) -> None:
+        self.schedule, self.plan, self.inputs = schedule, plan, inputs
+        self.it = schedule.iteration
+        self.previous_steps = previous_steps  # each worker's data-parallel step of the iteration before
+        self.minibatches: list[Minibatch] = []
+        self.samples: list[str] = []
+
+    def sampled(self, w: int, minibatch: Minibatch, sample: str) -> None:
+        self.minibatches.append(minibatch)
+        self.samples.append(sample)
+
+    def finish(self) -> list[str]:
+        ready = self._structure()
+        self._partials(ready)
+        finals = [self._combine(c) for c in self.schedule.combines]
+        for c in self.schedule.combines:
+            self._combine_backward(c, finals[c.worker])
+        self._slice_updates()
+        dp_inputs = dataclasses.replace(self.inputs, model=self.schedule.layout.dp_model)
+        return add_gradient_sync(self.plan, dp_inputs, self.it, finals)
+
+    def _structure(self) -> list[list[str]]:
+        """Step 1. Returns ``ready[i][j]``: after what worker ``i`` may start on ``j``'s block."""
+        n = self.schedule.num_workers
+        ready = [list(self.samples) for _ in range(n)]
+        for s in self.schedule.structure:
+            self._send(
+                s.task,
+                s.sender,
+                s.receiver,
+                s.nbytes,
+                "sample",
+                [self.samples[s.sender]],
+                s.edges,
+                "adjacency",
+            )
+            ready[s.receiver][s.sender] = s.task
+        return ready
+
+    def _send(
+        self,
+        task: str,
+        sender: int,
+        receiver: int,
+        nbytes: int,
+        phase: str,
         deps: list[str],
-        prefix: str,
-        service: bool = False,
-    ) -> tuple[list[str], list[str]]:
-        """Worker ``i`` reads slice ``i`` of the minibatch's input vertices: cached ones with a gather
-        on its GPU, the rest from its machine's host memory (through the feature service's lookups
-        when ``service``). Returns task ids and gathered tensors."""
-        vertices = mb.input_nodes
-        gpu = inputs.workers[i]
-        hit = (
-            inputs.cached_masks[i][vertices]  # type: ignore[index]
-            if inputs.placement is not None
-            else np.zeros(vertices.shape[0], dtype=bool)
+        items: int,
+        carries: str,
+        free: list[str] | None = None,
+    ) -> None:
+        workers = self.inputs.workers
+        extra = {"free": free} if free else {}
+        self.plan.transfer(
+            task,
+            workers[sender],
+            workers[receiver],
+            nbytes,
+            phase,
+            deps,
+            worker=sender,
+            iteration=self.it,
+            items=items,
+            carries=carries,
+            **extra,
         )
-        hits = int(hit.sum())
-        misses = int(vertices.shape[0]) - hits
-        ids: list[str] = []
-        tensors: list[str] = []
-        if hits:
-            tid = f"{prefix}.local"
-            plan.compute(
+
+    def _partials(self, ready: list[list[str]]) -> None:
+        """Step 2: every worker's partial first layer of every minibatch, over its slice."""
+        layout, previous = self.schedule.layout, self.schedule.previous_slice_updates
+        for p in self.schedule.partials:
+            i = p.worker
+            deps = [ready[i][p.minibatch]]
+            reads, gathered = _slice_reads(
+                self.plan, self.inputs, i, self.it, p.read, layout.row_bytes(i), deps
+            )
+            src, dst, edges = p.sizes
+            layer = layout.slice_layer(i)
+            self.plan.compute(
+                p.forward,
+                self.inputs.workers[i],
+                "forward",
+                (reads or deps) + ([previous[i]] if previous else []),
+                worker=i,
+                iteration=self.it,
+                layer=0,
+                items=edges,
+                features=layer.cost_features(src, dst, edges),
+                allocate={
+                    p.saved: layer.saved_for_backward_bytes(src, dst, edges),
+                    p.output: dst * layout.hidden * DTYPE_BYTES,
+                },
+                free=gathered,
+            )
+
+    def _combine(self, c: Combine) -> str:
+        """Steps 3 and 4 for minibatch ``c.worker``: the partials arrive and are summed, then
+        layers 2..L forward and backward. Returns the last backward task."""
+        j, n, width = c.worker, self.schedule.num_workers, self.schedule.layout.hidden
+        arrived = [self.schedule.partial(j, j).forward]
+        for s in c.partials_in:
+            own = self.schedule.partial(s.sender, j)
+            self._send(
+                s.task,
+                s.sender,
+                s.receiver,
+                s.nbytes,
+                "alltoall",
+                [own.forward],
+                s.rows,
+                s.carries,
+                [own.output],
+            )
+            arrived.append(s.task)
+        nbytes = c.rows * width * DTYPE_BYTES
+        self.plan.compute(
+            c.forward,
+            self.inputs.workers[j],
+            "forward",
+            arrived + ([self.previous_steps[j]] if self.previous_steps else []),
+            worker=j,
+            iteration=self.it,
+            layer=0,
+            items=c.rows,
+            features={
+                "vertices": float(c.rows),
+                "in_dim": float(width),
+                "out_dim": float(width),
+                "flops": float(n * c.rows * width),  # N - 1 additions, the bias, the nonlinearity
+                "bytes": float((n + 1) * nbytes),
+            },
+            allocate={c.activation: nbytes},
+            free=[self.schedule.partial(j, j).output],
+        )
+        sizes = [(b.num_src, b.num_dst, b.num_edges) for b in self.minibatches[j].blocks]
+        return add_forward_backward(
+            self.plan, self.inputs, j, self.it, sizes, [c.forward], c.prefix, layers=self.schedule.dp_layers
+        )
+
+    def _combine_backward(self, c: Combine, final: str) -> None:
+        """Step 5 for minibatch ``c.worker``: the gradient of the sum, sent to every slice's worker,
+        and each slice's backward."""
+        j, width = c.worker, self.schedule.layout.hidden
+        nbytes = c.rows * width * DTYPE_BYTES
+        self.plan.compute(
+            c.backward,
+            self.inputs.workers[j],
+            "backward",
+            [final],
+            worker=j,
+            iteration=self.it,
+            layer=0,
+            items=c.rows,
+            features={
+                "vertices": float(c.rows),
+                "in_dim": float(width),
+                "out_dim": float(width),
+                "flops": float(c.rows * width),
+                "bytes": float(3 * nbytes),
+            },
+            allocate={c.gradient: nbytes},
+            free=[c.activation],
+        )
+        arrived_at = {j: c.backward}
+        for s in c.gradients_out:
+            self._send(s.task, s.sender, s.receiver, s.nbytes, "alltoall", [c.backward], s.rows, s.carries)
+            arrived_at[s.receiver] = s.task
+        sent = [s.task for s in c.gradients_out]
+        for i in range(self.schedule.num_workers):
+            self._partial_backward(
+                self.schedule.partial(i, j), c, [c.backward, *sent] if i == j else [arrived_at[i]]
+            )
+
+    def _partial_backward(self, p: PartialStep, c: Combine, deps: list[str]) -> None:
+        """Worker ``p.worker``'s backward of its partial of ``c``'s minibatch. The minibatch's own
+        worker's waits for its sends too: they read the gradient it frees."""
+        i = p.worker
+        own = i == c.worker
+        self.plan.compute(
+            p.backward,
+            self.inputs.workers[i],
+            "backward",
+            deps,
+            worker=i,
+            iteration=self.it,
+            layer=0,
+            items=p.sizes[2],
+            features=self.schedule.layout.slice_layer(i).backward_cost_features(*p.sizes),
+            free=[p.saved] + ([c.gradient] if own else []),
+        )
+
+    def _slice_updates(self) -> None:
+        """Each worker steps its slice of the first layer (nobody else holds it: no all-reduce)."""
+        layout = self.schedule.layout
+        for i, tid in enumerate(self.schedule.slice_updates):
+            layer = layout.slice_layer(i)
+            state = ModelSpec("slice", (layer,)).training_state_bytes(self.inputs.optimizer)
+            backwards = [self.schedule.partial(i, j).backward for j in range(self.schedule.num_workers)]
+            self.plan.compute(
                 tid,
-                gpu,
+                self.inputs.workers[i],
+                "update",
+                backwards,
+                worker=i,
+                iteration=self.it,
+                features={"bytes": 2.0 * state, "flops": 4.0 * layer.param_count()},
+            )
+
+
+def _slice_reads(
+    plan: Plan, inputs: SchemeInputs, i: int, it: int, read: SliceRead, row_bytes: int, deps: list[str]
+) -> tuple[list[str], list[str]]:
+    """Worker ``i``'s read of its slice of a minibatch's input vertices, as ``read`` schedules it:
+    cached rows gathered on its GPU, the rest from its machine's host memory (through the
+    feature service's lookups where scheduled). Returns task ids and gathered tensors."""
+    gpu, host = inputs.workers[i], inputs.host_of_worker(i)
+    ids: list[str] = []
+    tensors: list[str] = []
+    hits, misses = read.hits, read.misses
+    if read.local_task is not None:
+        plan.compute(
+            read.local_task,
+            gpu,
+            "gather_local",
+            deps,
+            worker=i,
+            iteration=it,
+            items=hits,
+            features={"vertices": float(hits), "bytes": 2.0 * hits * row_bytes},
+            allocate={read.gathered: hits * row_bytes},
+        )
+        ids.append(read.local_task)
+        tensors.append(read.gathered)
+    if read.host_task is not None:
+        if read.serve_task is not None:  # the service looks each row's slice up and copies it into its reply
+            work = {"vertices": float(misses), "bytes": 2.0 * misses * row_bytes}
+            plan.compute(
+                read.serve_task,
+                host,
                 "gather_local",
                 deps,
                 worker=i,
                 iteration=it,
-                items=hits,
-                features={"vertices": float(hits), "bytes": 2.0 * hits * slice_bytes},
-                allocate={f"{prefix}.cached-slice": hits * slice_bytes},
-            )
-            ids.append(tid)
-            tensors.append(f"{prefix}.cached-slice")
-        if misses:
-            tid = f"{prefix}.host"
-            if service:  # the service looks each row's slice up and copies it into its reply
-                work = {"vertices": float(misses), "bytes": 2.0 * misses * slice_bytes}
-                host = inputs.host_of_worker(i)
-                plan.compute(
-                    f"{tid}.serve",
-                    host,
-                    "gather_local",
-                    deps,
-                    worker=i,
-                    iteration=it,
-                    items=misses,
-                    features=work,
-                )
-                deps = [f"{tid}.serve"]
-            plan.transfer(
-                tid,
-                inputs.host_of_worker(i),
-                gpu,
-                misses * slice_bytes,
-                "h2d",
-                deps,
-                worker=i,
-                iteration=it,
                 items=misses,
-                carries="features",
+                features=work,
             )
-            ids.append(tid)
-        return ids, tensors
+            deps = [read.serve_task]
+        plan.transfer(
+            read.host_task,
+            host,
+            gpu,
+            misses * row_bytes,
+            "h2d",
+            deps,
+            worker=i,
+            iteration=it,
+            items=misses,
+            carries="features",
+        )
+        ids.append(read.host_task)
+    return ids, tensors
