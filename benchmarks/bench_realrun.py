@@ -21,9 +21,10 @@ seed, so they start from the same weights:
 
 (A) the workbench: the worker's epoch as :func:`realrun.worker._train` runs it (a
     :class:`~realrun.schemes.base.WorkerContext` with the feature store, the byte counter,
-    the part file and the launcher's shared status array), calling
-    ``realrun.schemes.model_centric.run_epoch``: every phase of every iteration timed and
-    written to the part file, every transfer counted, the plan's feature sources;
+    the part file and the launcher's shared status array), calling the model-centric
+    executor's ``run_epoch`` (:mod:`realrun.schemes.model_centric`): every phase of every
+    iteration timed and written to the part file, every transfer counted, the plan's feature
+    sources;
 (B) a plain loop written here: the same minibatches (the prepared epoch ``epoch[i][w]``,
     which the spine sampled with the workbench's ``neighbor`` sampler from the run's seed;
     each iteration turns them into tensors as (A) does), the plain-PyTorch layers

@@ -174,8 +174,6 @@ class WorkerContext:
     epoch: int = 0
     fault: str | None = None  # test-only fault injection (realrun.worker.FAULT_ENV)
     layers: LayerBackend = field(default_factory=lambda: LayerBackend("torch"))  # which layers train
-    # TEMPORARY (issue 24): the bag of the executors not yet classes (legacy_executor); removed with it.
-    state: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # now() and row() run a few times per phase: what they look up, looked up once.
@@ -405,29 +403,3 @@ class RealExecutor(ABC):
     @abstractmethod
     def restore(self, saved: dict[str, Any]) -> None:
         """Resume from :meth:`checkpoint`'s state."""
-
-
-def legacy_executor(module: Any) -> type[RealExecutor]:
-    """TEMPORARY (issue 24): an executor class around a scheme module of free functions
-    (``setup``, ``run_epoch``, ``evaluate`` over ``ctx.state``), until each becomes a class."""
-
-    class ModuleExecutor(RealExecutor):
-        def __init__(self, ctx: WorkerContext) -> None:
-            super().__init__(ctx)
-            module.setup(ctx)
-
-        def run_epoch(self, epoch: int) -> EpochTotals:
-            return module.run_epoch(self.ctx, epoch)
-
-        def evaluate(self) -> float:
-            return module.evaluate(self.ctx)
-
-        def checkpoint(self) -> dict[str, Any]:
-            state = self.ctx.state
-            return {"model": state["model"].state_dict(), "optimizer": state["optimizer"].state_dict()}
-
-        def restore(self, saved: dict[str, Any]) -> None:
-            self.ctx.state["model"].load_state_dict(saved["model"])
-            self.ctx.state["optimizer"].load_state_dict(saved["optimizer"])
-
-    return ModuleExecutor

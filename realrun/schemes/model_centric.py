@@ -162,31 +162,3 @@ def forward_by_layer(
             correct = int((h.argmax(dim=1) == labels).sum())
         ctx.row(task_ids.forward_task(prefix, layer), "forward", start, ctx.now())
     return ins, loss, correct
-
-
-# TEMPORARY (issue 24): the free functions the schemes not yet executor classes call; removed
-# with realrun.schemes.base.legacy_executor.
-PLAN_PARAMS = {"prefetch": 0, "overlap_reads": False, "feature_service": False}
-
-
-def setup(ctx: WorkerContext) -> None:
-    if "model" in ctx.state:
-        return
-    executor = ModelCentricExecutor(ctx)
-    ctx.state.update(
-        model=executor.model, params=executor.params, optimizer=executor.optimizer, executor=executor
-    )
-
-
-def run_epoch(ctx: WorkerContext, epoch: int) -> EpochTotals:
-    setup(ctx)
-    return ctx.state["executor"].run_epoch(epoch)
-
-
-def evaluate(ctx: WorkerContext) -> float:
-    setup(ctx)
-    executor = ctx.state.get("executor")
-    if executor is None:  # a scheme that built its own model (p3)
-        executor = ModelCentricExecutor.__new__(ModelCentricExecutor)
-        executor.ctx, executor.model = ctx, ctx.state["model"]
-    return executor.evaluate()

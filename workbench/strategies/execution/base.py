@@ -504,12 +504,17 @@ class MinibatchScheme(ExecutionScheme):
 
     prefetch: int
 
-    def plan_details(self) -> dict[str, object]:
+    def plan_details(self, inputs: SchemeInputs) -> dict[str, object]:
         """What the plan's meta records of the scheme's parameters (in this order)."""
         return {"prefetch": self.prefetch}
 
     def check_inputs(self, inputs: SchemeInputs) -> None:
         """Refuse inputs the scheme cannot plan (before any planning)."""
+
+    def keep_resident(self, plan: Plan, inputs: SchemeInputs) -> None:
+        """What each GPU keeps for the whole epoch (default: the model's training state and the
+        feature cache, :func:`add_resident_state`)."""
+        add_resident_state(plan, inputs)
 
     @abstractmethod
     def iteration_planner(
@@ -520,8 +525,8 @@ class MinibatchScheme(ExecutionScheme):
 
     def build(self, inputs: SchemeInputs) -> Plan:
         self.check_inputs(inputs)
-        plan = self.empty_plan(inputs, **self.plan_details())
-        add_resident_state(plan, inputs)
+        plan = self.empty_plan(inputs, **self.plan_details(inputs))
+        self.keep_resident(plan, inputs)
         ahead = Prefetch(self.prefetch)
         steps: list[str] = []
         for it, row in enumerate(inputs.epoch):

@@ -385,7 +385,7 @@ class HopGNNScheme(MinibatchScheme):
             **({"feature_service": True} if self.feature_service else {}),
         }
 
-    def plan_details(self) -> dict[str, object]:
+    def plan_details(self, inputs: SchemeInputs) -> dict[str, object]:
         return {**self.switches(), "prefetch": self.prefetch, "overlap_reads": self.overlap_reads}
 
     def schedule(self, inputs: SchemeInputs, iteration: int) -> HopGNNSchedule:

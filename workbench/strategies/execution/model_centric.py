@@ -63,7 +63,7 @@ class ModelCentricScheme(MinibatchScheme):
         self.overlap_reads = overlap_reads
         self.feature_service = feature_service
 
-    def plan_details(self) -> dict[str, object]:
+    def plan_details(self, inputs: SchemeInputs) -> dict[str, object]:
         # The service is named in the meta only when on, so other plans stay as they were.
         service = {"feature_service": True} if self.feature_service else {}
         return {"prefetch": self.prefetch, "overlap_reads": self.overlap_reads, **service}

@@ -117,7 +117,7 @@ class NaiveFeatureCentricScheme(MinibatchScheme):
         self.prefetch = check_prefetch(prefetch, "naive-feature-centric")
         self.feature_service = feature_service
 
-    def plan_details(self) -> dict[str, object]:
+    def plan_details(self, inputs: SchemeInputs) -> dict[str, object]:
         service = {"feature_service": True} if self.feature_service else {}  # meta only when on
         return {"minibatches": self.minibatches, "prefetch": self.prefetch, **service}
 

@@ -170,19 +170,13 @@ class P3Scheme(MinibatchScheme):
     def check_inputs(self, inputs: SchemeInputs) -> None:
         self.layout(inputs)
 
-    def plan_details(self) -> dict[str, object]:
-        # The template asks after check_inputs, so the layout of the inputs being planned is kept.
-        assert self._layout is not None
+    def plan_details(self, inputs: SchemeInputs) -> dict[str, object]:
         service = {"feature_service": True} if self.feature_service else {}  # meta only when on
-        return {"slice_widths": list(self._layout.widths), "prefetch": self.prefetch, **service}
+        return {"slice_widths": list(self.layout(inputs).widths), "prefetch": self.prefetch, **service}
 
-    def build(self, inputs: SchemeInputs) -> Plan:
-        plan = super().build(inputs)
-        # The template keeps the whole model's state and whole cached rows on every GPU (it has no
-        # hook for a scheme's own resident state); P3's GPUs keep layers 2..L, a slice of layer 1,
-        # and a slice of each cached row: the same tensors, in the same order, with P3's sizes.
-        plan.resident[:] = resident_state(inputs, self.layout(inputs))
-        return plan
+    def keep_resident(self, plan: Plan, inputs: SchemeInputs) -> None:
+        # P3's GPUs keep layers 2..L, a slice of layer 1 and a slice of each cached row.
+        plan.resident.extend(resident_state(inputs, self.layout(inputs)))
 
     def iteration_planner(
         self, plan: Plan, inputs: SchemeInputs, iteration: int, previous_steps: list[str]
