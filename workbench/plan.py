@@ -582,15 +582,33 @@ def check_task(t: Task, plan_name: str = "plan") -> None:
     only on error, and the common field values pass with a type test or two.
     """
 
-    # Each test below tries the common case inline first (a plain int, str or float: a
-    # type test and a comparison, no call), then the general rule's function.
+    # Each test in the helpers below tries the common case inline first (a plain int, str
+    # or float: a type test and a comparison, no call), then the general rule's function.
+    # Order matters: a task with several problems reports the first one in this order.
     if not ((type(t.id) is str and t.id) or _is_name(t.id)):
         raise PlanError(f"plan {plan_name!r}: a task has an empty or non-string id ({t.id!r})")
-    kind = t.kind
-    if kind not in TASK_KINDS:
-        raise _fail(plan_name, t, f"unknown kind {kind!r}; allowed: {', '.join(TASK_KINDS)}")
+    _check_kind_and_phase(t, plan_name)
+    _check_counts(t, plan_name)
+    _check_tags(t, plan_name)
+    _check_deps_and_features(t, plan_name)
+    _check_memory_effects(t, plan_name)
+    if t.kind == "compute":
+        _check_compute_fields(t, plan_name)
+    elif t.kind == "transfer":
+        _check_transfer_fields(t, plan_name)
+    else:
+        _check_collective_fields(t, plan_name)
+
+
+def _check_kind_and_phase(t: Task, plan_name: str) -> None:
+    if t.kind not in TASK_KINDS:
+        raise _fail(plan_name, t, f"unknown kind {t.kind!r}; allowed: {', '.join(TASK_KINDS)}")
     if type(t.phase) is not str or t.phase not in _PHASE_SET:
         raise _fail(plan_name, t, f"unknown phase {t.phase!r}; allowed: {', '.join(PHASES)}")
+
+
+def _check_counts(t: Task, plan_name: str) -> None:
+    """bytes, items, memory, worker, iteration and layer must be counts (non-negative int64s)."""
     b, items, memory, worker, iteration = t.bytes, t.items, t.memory, t.worker, t.iteration
     plain = (
         type(b) is int
@@ -612,10 +630,16 @@ def check_task(t: Task, plan_name: str = "plan") -> None:
         raise _fail(plan_name, t, f"{field_name} {_count_problem(value)}")
     if t.layer is not None and not _is_count(t.layer):
         raise _fail(plan_name, t, f"layer {_count_problem(t.layer)}")
+
+
+def _check_tags(t: Task, plan_name: str) -> None:
     if type(t.carries) is not str or t.carries not in _CARRIES_SET:
         raise _fail(plan_name, t, f"carries {t.carries!r}; allowed: {', '.join(c for c in CARRIES if c)}")
     if type(t.label) is not str:
         raise _fail(plan_name, t, f"label must be a string, got {t.label!r}")
+
+
+def _check_deps_and_features(t: Task, plan_name: str) -> None:
     if type(t.deps) is not list:
         raise _fail(plan_name, t, f"deps must be a list of task ids, got {t.deps!r}")
     for d in t.deps:
@@ -626,6 +650,10 @@ def check_task(t: Task, plan_name: str = "plan") -> None:
     for k, v in t.features.items():
         if not ((type(v) is float and 0.0 <= v < _INF) or _is_amount(v)):
             raise _fail(plan_name, t, f"cost feature {k!r} must be a finite non-negative number, got {v!r}")
+
+
+def _check_memory_effects(t: Task, plan_name: str) -> None:
+    """allocate maps tensor names to byte counts; free lists distinct tensor names."""
     if type(t.allocate) is not dict:
         raise _fail(plan_name, t, f"allocate must map tensor names to bytes, got {t.allocate!r}")
     for k, v in t.allocate.items():
@@ -638,29 +666,35 @@ def check_task(t: Task, plan_name: str = "plan") -> None:
             raise _fail(plan_name, t, f"free must be a list of tensor names, got {t.free!r}")
         if len(set(t.free)) != len(t.free):
             raise _fail(plan_name, t, "free names a tensor twice")
-    if kind == "compute":
-        device = t.device
-        if not ((type(device) is str and device) or _is_name(device)):
-            raise _fail(plan_name, t, "a compute task needs a device")
-    elif kind == "transfer":
-        src, dst = t.src, t.dst
-        if not ((type(src) is str and src and type(dst) is str and dst) or (_is_name(src) and _is_name(dst))):
-            raise _fail(plan_name, t, "a transfer needs src and dst")
-    else:
-        if t.op not in COLLECTIVE_OPS:
-            raise _fail(plan_name, t, f"unknown collective op {t.op!r}; allowed: {', '.join(COLLECTIVE_OPS)}")
-        devices = t.devices
-        if type(devices) is not list or not devices or not all(_is_name(d) for d in devices):
-            raise _fail(plan_name, t, "a collective needs a list of devices")
-        if len(set(devices)) != len(devices):
-            raise _fail(plan_name, t, "a collective needs distinct devices")
-        if t.allocate:
-            raise _fail(
-                plan_name,
-                t,
-                "a collective allocates nothing (it works in place); "
-                "give its buffers to the tasks that make them, or use memory for staging",
-            )
+
+
+def _check_compute_fields(t: Task, plan_name: str) -> None:
+    device = t.device
+    if not ((type(device) is str and device) or _is_name(device)):
+        raise _fail(plan_name, t, "a compute task needs a device")
+
+
+def _check_transfer_fields(t: Task, plan_name: str) -> None:
+    src, dst = t.src, t.dst
+    if not ((type(src) is str and src and type(dst) is str and dst) or (_is_name(src) and _is_name(dst))):
+        raise _fail(plan_name, t, "a transfer needs src and dst")
+
+
+def _check_collective_fields(t: Task, plan_name: str) -> None:
+    if t.op not in COLLECTIVE_OPS:
+        raise _fail(plan_name, t, f"unknown collective op {t.op!r}; allowed: {', '.join(COLLECTIVE_OPS)}")
+    devices = t.devices
+    if type(devices) is not list or not devices or not all(_is_name(d) for d in devices):
+        raise _fail(plan_name, t, "a collective needs a list of devices")
+    if len(set(devices)) != len(devices):
+        raise _fail(plan_name, t, "a collective needs distinct devices")
+    if t.allocate:
+        raise _fail(
+            plan_name,
+            t,
+            "a collective allocates nothing (it works in place); "
+            "give its buffers to the tasks that make them, or use memory for staging",
+        )
 
 
 def topological_order(name: str, tasks: list[Task], position: dict[str, int]) -> list[Task]:

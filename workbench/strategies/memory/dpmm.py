@@ -205,97 +205,135 @@ def dp_search(
     """Algorithm 1 (see the module docstring). Returns the order (operator indices), the
     cached set after each step, whether the result is proven optimal, and search figures."""
     t0 = time.perf_counter()
-    n = len(graph.operators)
-    reads, writes, preds, sizes = graph.read_masks, graph.write_masks, graph.pred_masks, graph.sizes
-    io_masks = [r | w for r, w in zip(reads, writes, strict=True)]
-    num_states = count_valid_states(preds, max_states)
-    all_orders = num_states <= max_states
-    one_order = not all_orders or num_states == n + 1  # a chain, or the search keeps the graph's order
+    search = _Search(graph, capacity, beam, max_states)
+    levels: list[dict[int, dict[int, Entry]]] = [{0: {0: (0, -1, -1, -1)}}]
+    stats = {"orders": "all" if search.all_orders else "given", "states": 1, "cached_sets": 1}
+    for k in range(search.n):
+        nxt = search.expand(levels[k], k)
+        search.prune(nxt, k)
+        levels.append(nxt)
+        stats["states"] += len(nxt)
+        stats["cached_sets"] += sum(len(b) for b in nxt.values())
+    best, order, cached = _walk_back(levels, search.n)
+    exact = search.all_orders and not search.beam_cut and not search.keep_cut
+    stats.update(
+        loads=best,
+        beam_cuts=search.beam_cut,
+        keep_cuts=search.keep_cut,
+        seconds=round(time.perf_counter() - t0, 6),
+    )
+    return order, cached, exact, stats
 
-    size_memo: dict[int, int] = {}
 
-    def size(mask: int) -> int:
-        s = size_memo.get(mask)
+class _Search:
+    """One run of Algorithm 1, level by level: the graph's masks, the memo tables every level
+    shares, the cuts the bounds made so far, and LRU's witness (the incumbent)."""
+
+    def __init__(self, graph: OperatorGraph, capacity: int, beam: int | None, max_states: int) -> None:
+        self.graph = graph
+        self.capacity = capacity
+        self.beam = beam
+        self.n = n = len(graph.operators)
+        self.reads, self.sizes, self.preds = graph.read_masks, graph.sizes, graph.pred_masks
+        self.io_masks = [r | w for r, w in zip(graph.read_masks, graph.write_masks, strict=True)]
+        num_states = count_valid_states(self.preds, max_states)
+        self.all_orders = num_states <= max_states
+        self.one_order = (
+            not self.all_orders or num_states == n + 1
+        )  # a chain, or the search keeps the graph's order
+        self.readers = [[k for k in range(n) if self.reads[k] >> i & 1] for i in range(len(self.sizes))]
+        self._size_memo: dict[int, int] = {}
+        self._active_memo: dict[int, int] = {}
+        self.beam_cut = 0
+        self.keep_cut = 0
+        # LRU's trajectory in graph order: the incumbent the search always keeps a witness of.
+        self.lru_after = lru_cached_sets(graph, capacity)
+        self.witness_t, self.witness_c = 0, 0  # a cached set before step k holding LRU's, at no more cost
+        self.prefix = 0  # the first k operators in graph order: the state LRU's witness lives in
+
+    def size(self, mask: int) -> int:
+        s = self._size_memo.get(mask)
         if s is None:
-            s = size_memo[mask] = sum(sizes[i] for i in bits(mask))
+            s = self._size_memo[mask] = sum(self.sizes[i] for i in bits(mask))
         return s
 
-    readers = [[k for k in range(n) if reads[k] >> i & 1] for i in range(len(sizes))]
-    active_memo: dict[int, int] = {}
-
-    def active(s: int) -> int:
-        a = active_memo.get(s)
+    def active(self, s: int) -> int:
+        a = self._active_memo.get(s)
         if a is None:
-            a = active_memo[s] = graph.active(s)
+            a = self._active_memo[s] = self.graph.active(s)
         return a
 
-    def next_use(i: int, s: int) -> int:
-        return next((k for k in readers[i] if not s >> k & 1), n)
+    def next_use(self, i: int, s: int) -> int:
+        return next((k for k in self.readers[i] if not s >> k & 1), self.n)
 
-    # LRU's trajectory in graph order: the incumbent the search always keeps a witness of.
-    lru_after = lru_cached_sets(graph, capacity)
-    witness_t, witness_c = 0, 0  # a cached set before step k holding LRU's, at no more cost
-    prefix = 0
-
-    levels: list[dict[int, dict[int, Entry]]] = [{0: {0: (0, -1, -1, -1)}}]
-    stats = {"orders": "all" if all_orders else "given", "states": 1, "cached_sets": 1}
-    beam_cut = keep_cut = 0
-    for k in range(n):
+    def expand(self, level: dict[int, dict[int, Entry]], k: int) -> dict[int, dict[int, Entry]]:
+        """Every (state, cached set) one operator after ``level`` (``k`` operators executed),
+        cheapest way in first; unpruned."""
+        n, preds, reads = self.n, self.preds, self.reads
         nxt: dict[int, dict[int, Entry]] = {}
-        for s, table in levels[k].items():
-            ready = [o for o in range(n) if not s >> o & 1 and not preds[o] & ~s] if all_orders else [k]
+        for s, table in level.items():
+            ready = [o for o in range(n) if not s >> o & 1 and not preds[o] & ~s] if self.all_orders else [k]
             for o in ready:
                 s2 = s | 1 << o
-                a2 = active(s2)
-                io = io_masks[o]
+                a2 = self.active(s2)
+                io = self.io_masks[o]
                 base = io & a2
-                budget = capacity - size(io)
+                budget = self.capacity - self.size(io)
                 bucket = nxt.setdefault(s2, {})
                 by_keepable: dict[int, list[int]] = {}
                 for t, entry in table.items():
-                    cost = entry[0] + size(reads[o] & ~t)
+                    cost = entry[0] + self.size(reads[o] & ~t)
                     keepable = t & a2 & ~io
                     keeps = by_keepable.get(keepable)
                     if keeps is None:
-                        if size(keepable) <= budget:
-                            keeps = [keepable]
-                        else:
-                            items = sorted(bits(keepable), key=lambda i, s2=s2: (next_use(i, s2), i))
-                            if one_order:
-                                keeps, stopped = drop_count_keep_sets(
-                                    items, sizes, budget, lambda i, s2=s2: next_use(i, s2), beam
-                                )
-                            else:
-                                keeps, stopped = maximal_keep_sets(items, sizes, budget, beam)
-                            keep_cut += stopped
-                        by_keepable[keepable] = keeps
+                        keeps = by_keepable[keepable] = self.keep_sets(keepable, s2, budget)
                     for keep in keeps:
                         t2 = base | keep
                         old = bucket.get(t2)
                         if old is None or cost < old[0]:
                             bucket[t2] = (cost, s, t, o)
-        prefix2 = prefix | 1 << k
-        lru_t = lru_after[k]
-        lru_cost = witness_c + size(reads[k] & ~witness_t)
+        return nxt
+
+    def keep_sets(self, keepable: int, s2: int, budget: int) -> list[int]:
+        """The cached tensors worth keeping through a transition into state ``s2``: all of
+        ``keepable`` when it fits in ``budget``, else its maximal subsets that do."""
+        if self.size(keepable) <= budget:
+            return [keepable]
+        items = sorted(bits(keepable), key=lambda i: (self.next_use(i, s2), i))
+        if self.one_order:
+            keeps, stopped = drop_count_keep_sets(
+                items, self.sizes, budget, lambda i: self.next_use(i, s2), self.beam
+            )
+        else:
+            keeps, stopped = maximal_keep_sets(items, self.sizes, budget, self.beam)
+        self.keep_cut += stopped
+        return keeps
+
+    def prune(self, nxt: dict[int, dict[int, Entry]], k: int) -> None:
+        """Prune each state's cached sets in place (dominance, then the beam), and keep LRU's
+        cached set after operator ``k`` reachable in the graph-order state at no more than LRU's cost."""
+        prefix2 = self.prefix | 1 << k
+        lru_t = self.lru_after[k]
+        lru_cost = self.witness_c + self.size(self.reads[k] & ~self.witness_t)
         for s2, bucket in nxt.items():
-            key_rank = _ranker(size, active(s2), lambda i, s2=s2: next_use(i, s2), n)
-            kept, cut = _prune(bucket, beam, key_rank)
-            beam_cut += cut
+            key_rank = _ranker(self.size, self.active(s2), lambda i, s2=s2: self.next_use(i, s2), self.n)
+            kept, cut = _prune(bucket, self.beam, key_rank)
+            self.beam_cut += cut
             if s2 == prefix2:
                 found = next(
                     ((t, e[0]) for t, e in kept.items() if not lru_t & ~t and e[0] <= lru_cost), None
                 )
                 if found is None:
-                    kept[lru_t] = (lru_cost, prefix, witness_t, k)
+                    kept[lru_t] = (lru_cost, self.prefix, self.witness_t, k)
                     found = (lru_t, lru_cost)
-                witness_t, witness_c = found
+                self.witness_t, self.witness_c = found
             nxt[s2] = kept
-        prefix = prefix2
-        levels.append(nxt)
-        stats["states"] += len(nxt)
-        stats["cached_sets"] += sum(len(b) for b in nxt.values())
+        self.prefix = prefix2
 
-    # Walk back from (all operators, nothing cached).
+
+def _walk_back(levels: list[dict[int, dict[int, Entry]]], n: int) -> tuple[int, list[int], list[int]]:
+    """Follow the cheapest entries back from (all operators, nothing cached): the minimum
+    loads, the operator order, and the cached set after each step."""
     s, t = (1 << n) - 1, 0
     best = levels[n][s][t][0]
     order: list[int] = []
@@ -307,11 +345,7 @@ def dp_search(
         s, t = prev_s, prev_t
     order.reverse()
     cached.reverse()
-    exact = all_orders and not beam_cut and not keep_cut
-    stats.update(
-        loads=best, beam_cuts=beam_cut, keep_cuts=keep_cut, seconds=round(time.perf_counter() - t0, 6)
-    )
-    return order, cached, exact, stats
+    return best, order, cached
 
 
 def _ranker(
