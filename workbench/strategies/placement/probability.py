@@ -183,6 +183,38 @@ def fanout_probability(
     to 12k vertices keeps its 188 communities of ~65 vertices: with batch 16, overlap
     of the top 20% with pre-sampling 88%, reads overestimated by 39%); pre-sample there.
 
+    The back-edge correction and the cost of each layer are described at
+    :func:`_propagate_one_layer`.
+    """
+    fanouts = _check_fanouts(fanouts)
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    n = graph.num_nodes
+    seeds = graph.train_nids() if seeds is None else np.asarray(seeds, dtype=np.int64)
+    q = np.zeros(n, dtype=np.float64)
+    if n == 0 or seeds.size == 0:
+        return q
+    q[seeds] = min(1.0, batch_size / seeds.shape[0])
+    degree = np.diff(graph.indptr)
+    at = _transposed_adjacency(graph)
+    back = _reciprocal_pattern(at, graph_is_symmetric(graph))
+    c = None  # q_{l-1} r_{l-1}: what u contributed to its neighbours' probability one step ago
+    for fanout in reversed(fanouts):
+        q, c = _propagate_one_layer(q, c, fanout, degree, at, back)
+    return q
+
+
+def _propagate_one_layer(
+    q: np.ndarray,
+    c: np.ndarray | None,
+    fanout: int,
+    degree: np.ndarray,
+    at: sp.csc_matrix,
+    back: sp.spmatrix,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One step of :func:`fanout_probability`: ``q_l`` and ``c_l`` (None at the seeds) to
+    ``q_{l+1}`` and ``c_{l+1} = q_l r_l``, with ``at`` = ``A^T`` and ``back`` = ``B^T``.
+
     **Back-edge correction** (the second term of ``s_l``). On a graph with reciprocal
     edges the plain product lets ``u`` raise its own probability through its own
     neighbours: ``u ∈ F_{l-1}`` makes ``v ∈ F_l`` likely, and ``v`` then "draws ``u``",
@@ -200,7 +232,7 @@ def fanout_probability(
     rate it predicts for its cache moves from 1.5 to 0.85 points of the measured one.
     Longer cycles (triangles, shared seeds) are still ignored.
 
-    Cost: building ``A^T`` over the graph's own arrays, then two matrix-vector
+    Cost of the whole estimate: building ``A^T`` over the graph's own arrays, then two matrix-vector
     products and a few vector operations per layer; no per-seed work. The products
     run in float32 (everything else in float64): the array of ones that scipy needs
     is half the size (82 MB on products-like, whose first touch in a fresh process is
@@ -209,31 +241,16 @@ def fanout_probability(
     vertex's in-neighbours' log terms, so rounding moves ``p`` by at most 1.5e-7 on
     products-like, against the model's error of several percent.
     """
-    fanouts = _check_fanouts(fanouts)
-    if batch_size < 1:
-        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-    n = graph.num_nodes
-    seeds = graph.train_nids() if seeds is None else np.asarray(seeds, dtype=np.int64)
-    q = np.zeros(n, dtype=np.float64)
-    if n == 0 or seeds.size == 0:
-        return q
-    q[seeds] = min(1.0, batch_size / seeds.shape[0])
-    degree = np.diff(graph.indptr)
-    at = _transposed_adjacency(graph)
-    back = _reciprocal_pattern(at, graph_is_symmetric(graph))
-    c = None  # q_{l-1} r_{l-1}: what u contributed to its neighbours' probability one step ago
-    for fanout in reversed(fanouts):
-        keep = np.minimum(1.0, fanout / np.maximum(degree, 1))
-        qk = np.minimum(q * keep, _P_MAX)
-        log_miss = (at @ np.log1p(-qk).astype(np.float32)).astype(np.float64)
-        if c is not None:
-            z = (keep * (1.0 - q) / (1.0 - qk)).astype(np.float32)
-            np.minimum(log_miss + c * (back @ z), 0.0, out=log_miss)
-        log_miss += np.log1p(-np.minimum(q, _P_MAX))
-        c = qk
-        q = -np.expm1(log_miss)
-        q[log_miss <= _LOG_MISS_MIN] = 1.0  # no chance left to miss it: read for certain
-    return q
+    keep = np.minimum(1.0, fanout / np.maximum(degree, 1))
+    qk = np.minimum(q * keep, _P_MAX)
+    log_miss = (at @ np.log1p(-qk).astype(np.float32)).astype(np.float64)
+    if c is not None:
+        z = (keep * (1.0 - q) / (1.0 - qk)).astype(np.float32)
+        np.minimum(log_miss + c * (back @ z), 0.0, out=log_miss)
+    log_miss += np.log1p(-np.minimum(q, _P_MAX))
+    q_next = -np.expm1(log_miss)
+    q_next[log_miss <= _LOG_MISS_MIN] = 1.0  # no chance left to miss it: read for certain
+    return q_next, qk
 
 
 def _check_fanouts(fanouts: Sequence[int]) -> tuple[int, ...]:

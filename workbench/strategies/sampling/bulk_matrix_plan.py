@@ -516,16 +516,8 @@ class _PlanBuilder:
         partial_ids: dict[int, str] = {}
         partial_entries: dict[int, int] = {}
         for j in self.processes(i):
-            dev = self.device(i, j)
             deps_prev = [previous[(i, j)]] if (i, j) in previous else []
             mine_t = self.column_blocks(i, j)
-            in_mine = (
-                np.isin(block_of_q, mine_t)
-                if self.mode == "partitioned-1.5d"
-                else np.ones(all_q.shape[0], bool)
-            )
-            q_part = int(np.count_nonzero(in_mine))
-            mult_adds = int(self.row_nnz[all_q[in_mine]].sum())
             if fetched is not None:
                 rows_in = fetched[(i, j)]
             else:
@@ -535,25 +527,71 @@ class _PlanBuilder:
                     if t != i and t in needs and needs[t].size
                 ]
             pid = f"{prefix}.{what}.p{j}.spgemm"
-            if one_entry_rows:
-                partial_nnz = mult_adds
-            elif self.mode == "replicated":
-                partial_nnz = out_nnz
-            else:
-                partial_nnz = self.partial_nnz(dsts, mine_t)
-            self.plan.compute(
-                pid, dev, "sample", deps=deps_prev + rows_in, label=f"SpGEMM {what}_{i} partial",
-                features={
-                    "flops": float(2 * mult_adds), "rows": float(q_rows), "nnz_q": float(q_part),
-                    "nnz": float(partial_nnz), "vertices": float(q_rows),
-                    "bytes": float((q_part + mult_adds + partial_nnz) * (self.ib + self.vb)),
-                },
-                memory=csr_bytes(q_rows, partial_nnz, self.ib, self.vb),
+            partial_entries[j] = self.partial_product(
+                pid, what, i, j, dsts, all_q, block_of_q, q_rows, out_nnz,
+                deps_prev + rows_in, one_entry_rows=one_entry_rows,
             )  # fmt: skip
             partial_ids[j] = pid
-            partial_entries[j] = mult_adds
         if self.c == 1:
             return {j: [partial_ids[j]] for j in partial_ids}
+        return self.sum_partials(
+            prefix, what, i, dsts, partial_ids, partial_entries, q_rows, out_nnz, one_entry_rows
+        )
+
+    def partial_product(
+        self,
+        pid: str,
+        what: str,
+        i: int,
+        j: int,
+        dsts: list[np.ndarray],
+        all_q: np.ndarray,
+        block_of_q: np.ndarray,
+        q_rows: int,
+        out_nnz: int,
+        deps: list[str],
+        *,
+        one_entry_rows: bool,
+    ) -> int:
+        """The SpGEMM task ``pid`` of process ``(i, j)`` over its column blocks of ``Q_i``
+        (``all_q``, the rows of ``Q_i``, lie in blocks ``block_of_q``); returns its multiply-adds."""
+        mine_t = self.column_blocks(i, j)
+        in_mine = (
+            np.isin(block_of_q, mine_t) if self.mode == "partitioned-1.5d" else np.ones(all_q.shape[0], bool)
+        )
+        q_part = int(np.count_nonzero(in_mine))
+        mult_adds = int(self.row_nnz[all_q[in_mine]].sum())
+        if one_entry_rows:
+            partial_nnz = mult_adds
+        elif self.mode == "replicated":
+            partial_nnz = out_nnz
+        else:
+            partial_nnz = self.partial_nnz(dsts, mine_t)
+        self.plan.compute(
+            pid, self.device(i, j), "sample", deps=deps, label=f"SpGEMM {what}_{i} partial",
+            features={
+                "flops": float(2 * mult_adds), "rows": float(q_rows), "nnz_q": float(q_part),
+                "nnz": float(partial_nnz), "vertices": float(q_rows),
+                "bytes": float((q_part + mult_adds + partial_nnz) * (self.ib + self.vb)),
+            },
+            memory=csr_bytes(q_rows, partial_nnz, self.ib, self.vb),
+        )  # fmt: skip
+        return mult_adds
+
+    def sum_partials(
+        self,
+        prefix: str,
+        what: str,
+        i: int,
+        dsts: list[np.ndarray],
+        partial_ids: dict[int, str],
+        partial_entries: dict[int, int],
+        q_rows: int,
+        out_nnz: int,
+        one_entry_rows: bool,
+    ) -> dict[int, list[str]]:
+        """Sum process row ``i``'s ``c`` partial products (``c > 1``): CAGNET's pairwise exchange,
+        or one all-reduce; per process, the ids the next step waits for."""
         if self.pairwise:
 
             def held_nnz(held: frozenset[int]) -> int:
