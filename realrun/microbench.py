@@ -529,29 +529,7 @@ def _comm_benchmarks(
     description."""
     network_meta = {} if network_meta is None else network_meta
     benches = [b for b in ("allreduce", "p2p") if b in cfg.benchmarks]
-    if cfg.emulate_network:
-        from realrun.network import check_available, format_bits
-
-        check_available()
-        backend, nodes = "gloo", [HOST, PEER_HOST]
-        engines = {"allreduce": "collective", "p2p": "net"}
-        notes.append(
-            "allreduce and p2p: two worker processes on this machine, each in its own network namespace, "
-            f"gloo over veth links through a bridge, each link shaped by tc tbf to "
-            f"{format_bits(cfg.link_bandwidth_bps or 0)} (see config.json's network); their memories are "
-            "named m0.host and m1.host" + ("; gloo on host memory, not NCCL" if cfg.device == "cuda" else "")
-        )
-    elif cfg.device == "cuda" and torch.cuda.device_count() >= 2:
-        backend, nodes = "nccl", ["m0.gpu0", "m0.gpu1"]
-        engines = {"allreduce": "collective", "p2p": "d2d"}
-    else:
-        backend, nodes = "gloo", [HOST, PEER_HOST]
-        engines = {"allreduce": "collective", "p2p": "net"}
-        notes.append(
-            "allreduce and p2p: two worker processes on this machine, gloo over 127.0.0.1 (loopback TCP); "
-            "their memories are named m0.host and m1.host"
-            + ("; NCCL needs two GPUs and this machine has one" if cfg.device == "cuda" else "")
-        )
+    backend, nodes, engines = _comm_transport(cfg, notes)
     spec = {
         "backend": backend,
         "port": _free_port(),
@@ -561,6 +539,43 @@ def _comm_benchmarks(
         "warmup": cfg.warmup,
         "repeats": cfg.repeats,
     }
+    results = _run_comm_workers(cfg, spec, network_meta)
+    for bench in benches:
+        _record_comm_bench(rec, bench, backend, nodes, engines[bench], results)
+        big = max(cfg.comm_bytes)
+        med = np.median([e - s for s, e in _spans(rec, bench, backend, big)])
+        say(f"{bench} ({backend}): {big / med / 1e9:.3f} GB/s of buffer at {big // KiB} KiB")
+    return {nodes[0]: 0, nodes[1]: 1}
+
+
+def _comm_transport(cfg: MicrobenchConfig, notes: list[str]) -> tuple[str, list[str], dict[str, str]]:
+    """The backend, the two workers' memories and each benchmark's engine; says which in ``notes``."""
+    if cfg.emulate_network:
+        from realrun.network import check_available, format_bits
+
+        check_available()
+        notes.append(
+            "allreduce and p2p: two worker processes on this machine, each in its own network namespace, "
+            f"gloo over veth links through a bridge, each link shaped by tc tbf to "
+            f"{format_bits(cfg.link_bandwidth_bps or 0)} (see config.json's network); their memories are "
+            "named m0.host and m1.host" + ("; gloo on host memory, not NCCL" if cfg.device == "cuda" else "")
+        )
+        return "gloo", [HOST, PEER_HOST], {"allreduce": "collective", "p2p": "net"}
+    if cfg.device == "cuda" and torch.cuda.device_count() >= 2:
+        return "nccl", ["m0.gpu0", "m0.gpu1"], {"allreduce": "collective", "p2p": "d2d"}
+    notes.append(
+        "allreduce and p2p: two worker processes on this machine, gloo over 127.0.0.1 (loopback TCP); "
+        "their memories are named m0.host and m1.host"
+        + ("; NCCL needs two GPUs and this machine has one" if cfg.device == "cuda" else "")
+    )
+    return "gloo", [HOST, PEER_HOST], {"allreduce": "collective", "p2p": "net"}
+
+
+def _run_comm_workers(
+    cfg: MicrobenchConfig, spec: dict[str, Any], network_meta: dict[str, Any]
+) -> list[dict]:
+    """Spawn the two workers (in an emulated network when asked), wait for them within the
+    timeout, and return each one's results; a hung or failed worker is an error."""
     ctx = mp.get_context("spawn")
     network: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if cfg.emulate_network:
@@ -597,29 +612,31 @@ def _comm_benchmarks(
                 why = body.get("error", f"exit code {p.exitcode}")
                 raise MicrobenchError(f"communication benchmark: worker {r} failed: {why}")
             results.append(body)
-    for bench in benches:
-        for entry0, entry1 in zip(results[0][bench], results[1][bench], strict=True):
-            size = entry0["size"]
-            for rep, (s0, s1) in enumerate(zip(entry0["spans"], entry1["spans"], strict=True)):
-                tid = _task_id(bench, backend, size, rep)
-                if bench == "allreduce":
-                    task = Task(
-                        id=tid, kind="collective", phase="allreduce", op="allreduce", devices=list(nodes),
-                        bytes=size, items=size // DTYPE_BYTES, iteration=rep, carries="gradients",
-                    )  # fmt: skip
-                    rows = [(nodes[0], *s0), (nodes[1], *s1)]
-                else:  # the transfer runs from the sender's start to the receiver's end
-                    task = Task(
-                        id=tid, kind="transfer", phase="other", src=nodes[0], dst=nodes[1], bytes=size,
-                        items=size // DTYPE_BYTES, iteration=rep, carries="features", label="p2p",
-                    )  # fmt: skip
-                    start = min(s0[0], s1[0])
-                    rows = [(nodes[1] if backend == "nccl" else nodes[0], start, max(s1[1], start))]
-                rec.add(task, rows, engines[bench], bench, backend, size, moved=size)
-        big = max(cfg.comm_bytes)
-        med = np.median([e - s for s, e in _spans(rec, bench, backend, big)])
-        say(f"{bench} ({backend}): {big / med / 1e9:.3f} GB/s of buffer at {big // KiB} KiB")
-    return {nodes[0]: 0, nodes[1]: 1}
+    return results
+
+
+def _record_comm_bench(
+    rec: _Recorder, bench: str, backend: str, nodes: list[str], engine: str, results: list[dict]
+) -> None:
+    """One task and its trace rows per size and repeat of ``bench``, from both workers' spans."""
+    for entry0, entry1 in zip(results[0][bench], results[1][bench], strict=True):
+        size = entry0["size"]
+        for rep, (s0, s1) in enumerate(zip(entry0["spans"], entry1["spans"], strict=True)):
+            tid = _task_id(bench, backend, size, rep)
+            if bench == "allreduce":
+                task = Task(
+                    id=tid, kind="collective", phase="allreduce", op="allreduce", devices=list(nodes),
+                    bytes=size, items=size // DTYPE_BYTES, iteration=rep, carries="gradients",
+                )  # fmt: skip
+                rows = [(nodes[0], *s0), (nodes[1], *s1)]
+            else:  # the transfer runs from the sender's start to the receiver's end
+                task = Task(
+                    id=tid, kind="transfer", phase="other", src=nodes[0], dst=nodes[1], bytes=size,
+                    items=size // DTYPE_BYTES, iteration=rep, carries="features", label="p2p",
+                )  # fmt: skip
+                start = min(s0[0], s1[0])
+                rows = [(nodes[1] if backend == "nccl" else nodes[0], start, max(s1[1], start))]
+            rec.add(task, rows, engine, bench, backend, size, moved=size)
 
 
 # ---- the run -------------------------------------------------------------------------------
