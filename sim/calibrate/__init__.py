@@ -33,9 +33,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sim.calibrate.compute import MIN_ROWS_TO_COMPARE, NONLINEAR_MARGIN, compute_rows, fit_compute
+from sim.calibrate.compute import MIN_ROWS_TO_COMPARE, NONLINEAR_MARGIN, GroupFit, compute_rows, fit_compute
 from sim.calibrate.costmodel import PhaseCostModel, TreeEnsemble
-from sim.calibrate.links import fit_links, transfer_rows
+from sim.calibrate.links import LinkCalibration, fit_links, transfer_rows
 from sim.calibrate.profile import (
     FORMAT,
     Profile,
@@ -117,65 +117,86 @@ def calibrate(
             f"{names}: no transfer between two memories and no compute row with features: nothing to calibrate "
             f"(transfers left out: {_counts(links.skipped)}; compute rows without features: {sum(missing.values())})"
         )
+    cost_model = _cost_model(len(sources), fits, links)
+    data: dict[str, Any] = {
+        "format": FORMAT,
+        "name": f"{cluster.name}-calibrated",
+        "hardware": cluster.name,
+        "provenance": provenance(sources, command, allow_mixed),
+        "links": {k: v for k, v in links.kinds.items() if not k.startswith("_")},
+        "sampling": _sampling_table(fits),
+        "cost_model": cost_model.to_dict(),
+        "fit": _fit_report(links, fits, compute_skipped, missing, gaps),
+        "cluster": cluster_table(links.cluster, links.link_flags),
+    }
+    return Profile(links.cluster, cost_model, data)
+
+
+def _cost_model(num_sources: int, fits: list[GroupFit], links: LinkCalibration) -> PhaseCostModel:
+    """The fitted phases' models per device model, the exchange overheads, and the defaults elsewhere."""
     phases: dict[str, dict[str, Any]] = {}
     for f in fits:
         phases.setdefault(f.phase, {})[f.device_model] = f.chosen
     base = LinearCostModel()
-    cost_model = PhaseCostModel(
+    return PhaseCostModel(
         base.coefficients,
-        f"gnnwb calibrate on {len(sources)} trace(s), fallback: sim/costmodel.py defaults",
+        f"gnnwb calibrate on {num_sources} trace(s), fallback: sim/costmodel.py defaults",
         {phase: value for phase, (value, _) in links.overheads.items()},
         phases=phases,
     )
+
+
+def _sampling_table(fits: list[GroupFit]) -> dict[str, dict[str, Any]]:
+    """Per host device model, what a minibatch's sampling costs (the profile's ``sampling``)."""
+    return {
+        f.device_model: {
+            "per_minibatch": f.linear.intercept,
+            "per_edge": f.linear.per_edge,
+            "per_vertex": f.linear.per_vertex,
+            "model": f.quality["model"],
+        }
+        for f in fits
+        if f.phase == "sample"
+    }
+
+
+def _fit_report(
+    links: LinkCalibration,
+    fits: list[GroupFit],
+    compute_skipped: dict[str, int],
+    missing: dict[str, int],
+    gaps: bool,
+) -> dict[str, Any]:
+    """The profile's ``fit``: how it was fitted, notes, rows left out and each fit's quality."""
     notes = list(links.notes)
     for name, n in missing.items():
         notes.append(
             f"{name}: {n} compute row(s) carry no features (no feature_* columns, plan.json or config.toml beside "
             "the trace): left out"
         )
-    kinds = {k: v for k, v in links.kinds.items() if not k.startswith("_")}
-    data: dict[str, Any] = {
-        "format": FORMAT,
-        "name": f"{cluster.name}-calibrated",
-        "hardware": cluster.name,
-        "provenance": provenance(sources, command, allow_mixed),
-        "links": kinds,
-        "sampling": {
-            f.device_model: {
-                "per_minibatch": f.linear.intercept,
-                "per_edge": f.linear.per_edge,
-                "per_vertex": f.linear.per_vertex,
-                "model": f.quality["model"],
-            }
-            for f in fits
-            if f.phase == "sample"
-        },
-        "cost_model": cost_model.to_dict(),
-        "fit": {
-            "regressor_rule": REGRESSOR_RULE,
-            "weights": "relative least squares (each row weighted 1/time^2, the time the fit's own "
-            "prediction, iteratively reweighted), coefficients >= 0",
-            "gaps_attributed": gaps,
-            "notes": notes,
-            "links": links.kinds.get("_overall", {"rows": 0}),
-            "skipped": {
-                **{f"links_{k}": v for k, v in links.skipped.items()},
-                **{f"compute_{k}": v for k, v in compute_skipped.items()},
-                "compute_without_features": sum(missing.values()),
-            },
-            "compute": {},
-        },
-        "cluster": cluster_table(links.cluster, links.link_flags),
-    }
+    compute: dict[str, dict[str, Any]] = {}
     for f in fits:
-        data["fit"]["compute"].setdefault(f.phase, {})[f.device_model] = {
+        compute.setdefault(f.phase, {})[f.device_model] = {
             **f.quality,
             "linear": {
                 k: getattr(f.linear, k)
                 for k in ("intercept", "per_flop", "per_byte", "per_edge", "per_vertex")
             },
         }
-    return Profile(links.cluster, cost_model, data)
+    return {
+        "regressor_rule": REGRESSOR_RULE,
+        "weights": "relative least squares (each row weighted 1/time^2, the time the fit's own "
+        "prediction, iteratively reweighted), coefficients >= 0",
+        "gaps_attributed": gaps,
+        "notes": notes,
+        "links": links.kinds.get("_overall", {"rows": 0}),
+        "skipped": {
+            **{f"links_{k}": v for k, v in links.skipped.items()},
+            **{f"compute_{k}": v for k, v in compute_skipped.items()},
+            "compute_without_features": sum(missing.values()),
+        },
+        "compute": compute,
+    }
 
 
 def _counts(d: dict[str, int]) -> str:

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sim.calibrate.regress import independent_columns, r_squared, relative_nnls
+from sim.calibrate.regress import Fit, independent_columns, r_squared, relative_nnls
 from sim.calibrate.sources import CalibrationError
 from sim.topology import Topology
 from workbench.hardware.spec import ClusterSpec
@@ -346,11 +346,42 @@ def fit_links(
     *,
     keep_overlapping: bool = False,
 ) -> LinkCalibration:
+    """Fit link latencies, leg group bandwidths and exchange overheads to ``rows`` (from
+    :func:`transfer_rows`) on ``cluster``, the hardware they were measured on (see the module docstring)."""
     topo = Topology(cluster)
-    skipped: dict[str, int] = {}
-    cache: dict[Any, tuple[tuple[Leg, int], ...]] = {}
-    legs: list[tuple[tuple[Leg, int], ...]] = []  # per row: (leg, times it runs)
-    chunk = rows["bytes"].to_numpy(dtype=np.float64).copy()  # bytes each run of a leg moves
+    legs, chunk, unknown_op = _row_legs(rows, cluster, topo)
+    seconds = (rows["end"] - rows["start"]).to_numpy(dtype=np.float64)
+    keep, skipped = _rows_to_fit(rows, legs, seconds, unknown_op, topo, keep_overlapping)
+    index = np.flatnonzero(keep)
+    kinds_of_links = sorted({k.kind for k in cluster.links})
+    result = LinkCalibration(cluster, {}, [(False, False)] * len(cluster.links), len(index), skipped)
+    if not len(index):
+        return result
+    design = _drop_one_size_collectives(_design_matrix(rows, legs, seconds, chunk, index), result)
+    if not len(design.y):
+        return result
+    _check_bandwidths_determined(design)
+    fit, coef, stderr = _solve(design, result)
+    latency = {
+        design.lat_kinds[j]: (float(coef[j]), float(stderr[j]))
+        for j in range(len(design.lat_kinds))
+        if j in coef
+    }
+    per_group = _group_fits(design, fit, coef, stderr)
+    _apply(result, cluster, design.lat_kinds, latency, per_group, kinds_of_links)
+    result.notes.extend(_bottleneck_notes(result.cluster, design.used, design.groups))
+    result.kinds["_overall"] = {"rows": len(design.y), "r2": fit.r2, **fit.spread()}
+    return result
+
+
+def _row_legs(
+    rows: pd.DataFrame, cluster: ClusterSpec, topo: Topology
+) -> tuple[list[tuple[tuple[Leg, int], ...]], np.ndarray, np.ndarray]:
+    """Per row, its legs and how many times each runs (empty: no link crossed or an unknown
+    op), the bytes each run of a leg moves, and whether it is a collective of an unknown op."""
+    cache: dict[Any, tuple[tuple[Leg, int], ...]] = {}  # many rows share a route: compute it once
+    legs: list[tuple[tuple[Leg, int], ...]] = []
+    chunk = rows["bytes"].to_numpy(dtype=np.float64).copy()
     unknown_op = np.zeros(len(rows), dtype=bool)
     for i, (source, kind, src, dst, op, devices) in enumerate(
         zip(rows["source"], rows["kind"], rows["src"], rows["dst"], rows["op"], rows["devices"], strict=True)
@@ -371,7 +402,19 @@ def fit_links(
                 where = f"{source}: transfer row {i} ({src} -> {dst})"
                 cache[key] = tuple((leg, 1) for leg in route_legs(cluster, topo, src, dst, where))
         legs.append(cache[key])
-    seconds = (rows["end"] - rows["start"]).to_numpy(dtype=np.float64)
+    return legs, chunk, unknown_op
+
+
+def _rows_to_fit(
+    rows: pd.DataFrame,
+    legs: list[tuple[tuple[Leg, int], ...]],
+    seconds: np.ndarray,
+    unknown_op: np.ndarray,
+    topo: Topology,
+    keep_overlapping: bool,
+) -> tuple[np.ndarray, dict[str, int]]:
+    """Which rows the fit can use, and how many were left out for each reason."""
+    skipped: dict[str, int] = {}
     keep = np.array([bool(x) for x in legs], dtype=bool)
     is_collective = (rows["kind"] == "collective").to_numpy()
     skipped["collectives_other_ops"] = int(unknown_op.sum())
@@ -387,20 +430,64 @@ def fit_links(
         shared = _overlapping(rows, flat) & keep
         skipped["overlapping"] = int(shared.sum())
         keep &= ~shared
-    index = np.flatnonzero(keep)
-    kinds_of_links = sorted({k.kind for k in cluster.links})
-    result = LinkCalibration(cluster, {}, [(False, False)] * len(cluster.links), len(index), skipped)
-    if not len(index):
-        return result
+    return keep, skipped
+
+
+@dataclass
+class _Design:
+    """The regression's rows and columns: per kept row its time, source, phase and legs; per
+    latency kind and per leg group, each row's coefficient."""
+
+    y: np.ndarray  # seconds
+    sources: np.ndarray
+    phases: np.ndarray
+    used: list[tuple[tuple[Leg, int], ...]]  # per row: (leg, times it runs)
+    lat_kinds: list[str]
+    groups: list[str]
+    lat_count: np.ndarray  # per row and latency kind: links of that kind crossed
+    lat_given: np.ndarray  # the given hardware's latency, summed per kind
+    per_byte: np.ndarray  # per row and leg group: seconds at the given bottleneck bandwidth
+    touches: np.ndarray  # per row and leg group: whether the row crosses it
+
+    @property
+    def gpos(self) -> dict[str, int]:
+        return {g: j for j, g in enumerate(self.groups)}
+
+    def without(self, drop: np.ndarray) -> _Design:
+        """The design less the rows in ``drop``, and less the columns no remaining row uses."""
+        keep_rows = ~drop
+        lat_count, lat_given = self.lat_count[keep_rows], self.lat_given[keep_rows]
+        per_byte, touches = self.per_byte[keep_rows], self.touches[keep_rows]
+        alive = touches.any(axis=0)
+        present = lat_count.any(axis=0)
+        return _Design(
+            y=self.y[keep_rows],
+            sources=self.sources[keep_rows],
+            phases=self.phases[keep_rows],
+            used=[u for u, k in zip(self.used, keep_rows, strict=True) if k],
+            lat_kinds=[k for k, a in zip(self.lat_kinds, present, strict=True) if a],
+            groups=[g for g, a in zip(self.groups, alive, strict=True) if a],
+            lat_count=lat_count[:, present],
+            lat_given=lat_given[:, present],
+            per_byte=per_byte[:, alive],
+            touches=touches[:, alive],
+        )
+
+
+def _design_matrix(
+    rows: pd.DataFrame,
+    legs: list[tuple[tuple[Leg, int], ...]],
+    seconds: np.ndarray,
+    chunk: np.ndarray,
+    index: np.ndarray,
+) -> _Design:
+    """The regression's coefficients for the rows at ``index``."""
     used = [legs[i] for i in index]
-    y = seconds[index]
     nbytes = chunk[index]
-    sources = rows["source"].to_numpy()[index]
-    phases = rows["phase"].to_numpy()[index]
     lat_kinds = sorted({k for ls in used for leg, _ in ls for k in leg.kinds})
     groups = sorted({leg.group for ls in used for leg, _ in ls})
     lat_count = np.zeros((len(index), len(lat_kinds)))
-    lat_given = np.zeros((len(index), len(lat_kinds)))  # the given hardware's latency, summed per kind
+    lat_given = np.zeros((len(index), len(lat_kinds)))
     per_byte = np.zeros((len(index), len(groups)))
     touches = np.zeros((len(index), len(groups)), dtype=bool)
     kpos = {k: j for j, k in enumerate(lat_kinds)}
@@ -412,54 +499,73 @@ def fit_links(
                 lat_given[r, kpos[k]] += times * lat
             per_byte[r, gpos[leg.group]] += times * nbytes[r] / leg.bandwidth
             touches[r, gpos[leg.group]] = True
-    # A bandwidth needs rows that move different amounts over its links. Collectives of one buffer
-    # size and worker count (a training run's all-reduce) cannot tell bandwidth from latency: they are
-    # left out (counted); transfers of one size are an error.
+    return _Design(
+        y=seconds[index],
+        sources=rows["source"].to_numpy()[index],
+        phases=rows["phase"].to_numpy()[index],
+        used=used,
+        lat_kinds=lat_kinds,
+        groups=groups,
+        lat_count=lat_count,
+        lat_given=lat_given,
+        per_byte=per_byte,
+        touches=touches,
+    )
+
+
+def _drop_one_size_collectives(design: _Design, result: LinkCalibration) -> _Design:
+    """A bandwidth needs rows that move different amounts over its links. Collectives of one buffer
+    size and worker count (a training run's all-reduce) cannot tell bandwidth from latency: they are
+    left out (counted in ``result``, with a note per leg group); transfers of one size are an error
+    (:func:`_check_bandwidths_determined`)."""
     ops = set(COLLECTIVE_OPS.values())
-    drop = np.zeros(len(y), dtype=bool)
-    for g, j in gpos.items():
-        rows_g = touches[:, j]
-        if g.rsplit(".", 1)[1] in ops and len(np.unique(per_byte[rows_g, j])) < 2:
+    drop = np.zeros(len(design.y), dtype=bool)
+    for g, j in design.gpos.items():
+        rows_g = design.touches[:, j]
+        if g.rsplit(".", 1)[1] in ops and len(np.unique(design.per_byte[rows_g, j])) < 2:
             drop |= rows_g
             result.notes.append(
                 f"{g}: {int(rows_g.sum())} collective row(s) all move the same bytes per step: they cannot tell "
                 "bandwidth from latency and were left out (collectives of several sizes or worker counts can)"
             )
-    if drop.any():
-        skipped["collectives_one_size"] = int(drop.sum())
-        keep_rows = ~drop
-        y, nbytes, sources, phases = y[keep_rows], nbytes[keep_rows], sources[keep_rows], phases[keep_rows]
-        used = [u for u, k in zip(used, keep_rows, strict=True) if k]
-        lat_count, lat_given = lat_count[keep_rows], lat_given[keep_rows]
-        per_byte, touches = per_byte[keep_rows], touches[keep_rows]
-        alive = touches.any(axis=0)
-        groups = [g for g, a in zip(groups, alive, strict=True) if a]
-        per_byte, touches = per_byte[:, alive], touches[:, alive]
-        gpos = {g: j for j, g in enumerate(groups)}
-        present = lat_count.any(axis=0)
-        lat_kinds = [k for k, a in zip(lat_kinds, present, strict=True) if a]
-        lat_count, lat_given = lat_count[:, present], lat_given[:, present]
-        result.rows_used = len(y)
-        if not len(y):
-            return result
-    for g, j in gpos.items():
-        rows_g = touches[:, j]
-        sizes = np.unique(per_byte[rows_g, j])
+    if not drop.any():
+        return design
+    result.skipped["collectives_one_size"] = int(drop.sum())
+    design = design.without(drop)
+    result.rows_used = len(design.y)
+    return design
+
+
+def _check_bandwidths_determined(design: _Design) -> None:
+    """Every leg group needs :data:`MIN_LINK_ROWS` rows of two or more sizes."""
+    for g, j in design.gpos.items():
+        rows_g = design.touches[:, j]
+        sizes = np.unique(design.per_byte[rows_g, j])
         if rows_g.sum() < MIN_LINK_ROWS or len(sizes) < 2:
             kinds, direction = g.rsplit(".", 1)
             raise CalibrationError(
-                f"{_names(list(sources[rows_g]))}: {int(rows_g.sum())} row(s) of {len(sizes)} size(s) "
+                f"{_names(list(design.sources[rows_g]))}: {int(rows_g.sum())} row(s) of {len(sizes)} size(s) "
                 f"to fit the bandwidth of {kinds} links ({direction}): need at least {MIN_LINK_ROWS} rows of 2 or "
                 "more sizes"
             )
+
+
+def _solve(design: _Design, result: LinkCalibration) -> tuple[Fit, dict[int, float], dict[int, float]]:
+    """The regression over the columns the rows determine; returns the fit and, per fitted
+    column, its coefficient and standard error. Sets ``result.overheads``."""
+    lat_kinds, groups = design.lat_kinds, design.groups
     bottleneck_kinds = {k for g in groups for k in g.rsplit(".", 1)[0].split("+")}
     # An exchange phase's fixed cost, one unknown per phase present; it is told apart from the
     # links' latencies only by rows of other phases over the same links (microbenchmarks).
-    exchanges = [p for p in EXCHANGE_PHASES if (phases == p).any()]
+    exchanges = [p for p in EXCHANGE_PHASES if (design.phases == p).any()]
     base = len(lat_kinds) + len(groups)
-    exchange_of = np.stack([(phases == p).astype(float) for p in exchanges], axis=1) if exchanges else None
-    x = np.hstack([lat_count, per_byte] + ([exchange_of] if exchange_of is not None else []))
-    w = 1.0 / y**2
+    exchange_columns = (
+        np.stack([(design.phases == p).astype(float) for p in exchanges], axis=1) if exchanges else None
+    )
+    x = np.hstack(
+        [design.lat_count, design.per_byte] + ([exchange_columns] if exchange_columns is not None else [])
+    )
+    w = 1.0 / design.y**2
     # Unknowns the rows cannot tell apart: an exchange's overhead goes first (its time stays in the
     # latency, as without it), then latencies keep the given hardware's, non-bottleneck kinds first.
     order = [base + k for k in range(len(exchanges))] + sorted(
@@ -469,15 +575,14 @@ def fit_links(
     if any(len(lat_kinds) + j not in columns for j in range(len(groups))):
         lost = [groups[j] for j in range(len(groups)) if len(lat_kinds) + j not in columns][0]
         raise CalibrationError(
-            f"{_names(list(sources))}: the rows cannot tell the bandwidth of {lost.rsplit('.', 1)[0]} links "
+            f"{_names(list(design.sources))}: the rows cannot tell the bandwidth of {lost.rsplit('.', 1)[0]} links "
             f"({lost.rsplit('.', 1)[1]}) from the others'; add transfers that use those links alone"
         )
     fixed = [j for j in range(len(lat_kinds)) if j not in columns]
-    offset = lat_given[:, fixed].sum(axis=1) if fixed else np.zeros(len(y))
-    fit = relative_nnls(x[:, columns], y, offset)
+    offset = design.lat_given[:, fixed].sum(axis=1) if fixed else np.zeros(len(design.y))
+    fit = relative_nnls(x[:, columns], design.y, offset)
     coef = dict(zip(columns, fit.coef, strict=True))
     stderr = dict(zip(columns, fit.stderr, strict=True))
-    latency = {lat_kinds[j]: (float(coef[j]), float(stderr[j])) for j in range(len(lat_kinds)) if j in coef}
     result.overheads = {
         p: (float(coef[base + k]), float(stderr[base + k]))
         for k, p in enumerate(exchanges)
@@ -489,27 +594,31 @@ def fit_links(
                 f"{p}: the rows cannot tell its exchange's fixed cost from the links' latency (add the "
                 "point-to-point microbenchmark over the same links); it stays in the latency"
             )
+    return fit, coef, stderr
+
+
+def _group_fits(
+    design: _Design, fit: Fit, coef: dict[int, float], stderr: dict[int, float]
+) -> dict[str, dict[str, Any]]:
+    """Per leg group: its rows, fitted time-per-byte factor, bandwidth scale and how well it fits."""
     per_group: dict[str, dict[str, Any]] = {}
-    for g, j in gpos.items():
-        c = float(coef[len(lat_kinds) + j])
-        se = float(stderr[len(lat_kinds) + j])
-        mask = touches[:, j]
-        given = {leg.bandwidth for ls in used for leg, _ in ls if leg.group == g}
+    for g, j in design.gpos.items():
+        c = float(coef[len(design.lat_kinds) + j])
+        se = float(stderr[len(design.lat_kinds) + j])
+        mask = design.touches[:, j]
+        given = {leg.bandwidth for ls in design.used for leg, _ in ls if leg.group == g}
         entry: dict[str, Any] = {
             "rows": int(mask.sum()),
             "time_per_byte_factor": c,
             "bandwidth_scale": 1.0 / c if c > 0 else float("inf"),
             "bandwidth_rel_stderr": se / c if c > 0 else float("inf"),
-            "r2": r_squared(y[mask], fit.predicted[mask]),
+            "r2": r_squared(design.y[mask], fit.predicted[mask]),
             **fit.spread(mask),
         }
         if len(given) == 1 and c > 0:
             entry["bandwidth"] = next(iter(given)) / c
         per_group[g] = entry
-    _apply(result, cluster, lat_kinds, latency, per_group, kinds_of_links)
-    result.notes.extend(_bottleneck_notes(result.cluster, used, groups))
-    result.kinds["_overall"] = {"rows": len(y), "r2": fit.r2, **fit.spread()}
-    return result
+    return per_group
 
 
 def _apply(
