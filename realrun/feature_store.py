@@ -40,7 +40,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from workbench.strategies.execution.base import SchemeInputs, feature_reads
+from workbench.strategies.execution.base import FeatureRead, SchemeInputs, feature_reads
+from workbench.strategies.execution.task_ids import read_task
 
 # Phase of each kind of read, as the plan names them (workbench.strategies.execution.base.READ_PHASE).
 READ_PHASE = {"local": "gather_local", "peer": "d2d", "host": "h2d", "remote": "gather_remote"}
@@ -98,6 +99,52 @@ def peer_reads_possible(inputs: SchemeInputs) -> bool:
             if others and (np.isin(placement.home, others) & ~inputs.cached_masks[w]).any():  # type: ignore[index]
                 return True
     return False
+
+
+def _is_whole_request(reads: list[FeatureRead], vertices: np.ndarray) -> bool:
+    """One local or host read of every vertex in the request's order (no cache, one machine):
+    its rows are the output as they are, with no buffer to scatter them into."""
+    return (
+        len(reads) == 1
+        and reads[0].kind in ("local", "host")
+        # The one-source split hands the request back as it is: skip the comparison then.
+        and (reads[0].vertices is vertices or np.array_equal(reads[0].vertices, vertices))
+    )
+
+
+class _GatherOutput:
+    """The rows of one :meth:`FeatureStore.gather` request, in the request's order, and where
+    each read's rows go in them."""
+
+    def __init__(
+        self, vertices: np.ndarray, whole: bool, slot: np.ndarray, dim: int, device: torch.device
+    ) -> None:
+        self.vertices = vertices
+        self.whole = whole
+        self.rows = (
+            torch.empty(0)
+            if whole
+            else torch.empty((vertices.shape[0], dim), dtype=torch.float32, device=device)
+        )
+        self.device = device
+        # Each vertex's row in ``rows`` (the vertices are unique), by a scatter into a
+        # vertex-indexed array kept across calls: a sort and a sorted search per minibatch cost
+        # as much as the host read itself (benchmarks/bench_realrun.py).
+        self._slot = slot
+        self._filled = False
+
+    def positions(self, chosen: np.ndarray) -> torch.Tensor:
+        """The rows of ``chosen`` (some of the request's vertices), as a device index."""
+        if not self._filled:
+            self._slot[self.vertices] = np.arange(self.vertices.shape[0], dtype=np.int64)
+            self._filled = True
+        return torch.from_numpy(self._slot[chosen]).to(self.device)
+
+    def place(self, chosen: np.ndarray, rows: torch.Tensor) -> None:
+        if self.whole:
+            self.rows = rows
+        else:
+            self.rows[self.positions(chosen)] = rows
 
 
 class FeatureStore:
@@ -180,72 +227,18 @@ class FeatureStore:
         """
         vertices = np.asarray(vertices, dtype=np.int64)
         reads = feature_reads(self.inputs, self.rank, vertices)
-        # One local or host read of every vertex in the request's order (no cache, one
-        # machine): its rows are the output as they are, with no buffer to scatter them into.
-        whole = (
-            len(reads) == 1
-            and reads[0].kind in ("local", "host")
-            # The one-source split hands the request back as it is: skip the comparison then.
-            and (reads[0].vertices is vertices or np.array_equal(reads[0].vertices, vertices))
-        )
-        out = (
-            torch.empty(0)
-            if whole
-            else torch.empty((vertices.shape[0], self.dim), dtype=torch.float32, device=self.device)
-        )
-        # Each vertex's row in ``out`` (the vertices are unique), by a scatter into a
-        # vertex-indexed array kept across calls: a sort and a sorted search per minibatch cost
-        # as much as the host read itself (benchmarks/bench_realrun.py).
-        slot, filled = self._slot, False
-
-        def positions(chosen: np.ndarray) -> torch.Tensor:
-            nonlocal filled
-            if not filled:
-                slot[vertices] = np.arange(vertices.shape[0], dtype=np.int64)
-                filled = True
-            return torch.from_numpy(slot[chosen]).to(self.device)
-
-        def place(chosen: np.ndarray, rows: torch.Tensor) -> None:
-            nonlocal out
-            if whole:
-                out = rows
-            else:
-                out[positions(chosen)] = rows
-
+        out = _GatherOutput(vertices, _is_whole_request(reads, vertices), self._slot, self.dim, self.device)
         timings: list[ReadTiming] = []
         peer_requests: dict[int, np.ndarray] = {}
         peer_tasks: dict[int, str] = {}
         remote_requests: dict[int, list[np.ndarray]] = {}
         remote_task_of: dict[int, str] = {}
         for read in reads:
-            task = f"{prefix}.{read.kind}.{read.source}"
+            task = read_task(prefix, read.kind, read.source)
             if read.kind == "local":
-                start = self.clock()
-                rows = self.cache.index_select(
-                    0, torch.from_numpy(self.cache_index[read.vertices]).to(self.device)
-                )
-                place(read.vertices, rows)
-                end = self.clock()
-                nbytes = tensor_bytes(rows)
-                self.counter.add("gather_local", nbytes)
-                timings.append(ReadTiming(task, "gather_local", start, end, nbytes))
+                timings.append(self._read_cache(read.vertices, task, out))
             elif read.kind == "host":
-                start = self.clock()
-                index = torch.from_numpy(
-                    read.vertices if self.host_is_all else self.host_index[read.vertices]
-                )
-                if self.device.type == "cuda":
-                    # Gather into pinned memory, then one DMA copy to the device.
-                    staged = self._staging(index.shape[0])
-                    torch.index_select(self.host, 0, index, out=staged)
-                    rows = staged.to(self.device, non_blocking=True)
-                else:
-                    rows = self.host.index_select(0, index)
-                place(read.vertices, rows)
-                end = self.clock()
-                nbytes = tensor_bytes(rows)
-                self.counter.add("h2d", nbytes)
-                timings.append(ReadTiming(task, "h2d", start, end, nbytes))
+                timings.append(self._read_host(read.vertices, task, out))
             elif read.kind == "peer":
                 peer = self.gpu_worker[read.source]
                 peer_requests[peer] = read.vertices
@@ -262,30 +255,46 @@ class FeatureStore:
                 for w in np.unique(owners).tolist():
                     remote_requests.setdefault(w, []).append(read.vertices[owners == w])
                     remote_task_of[w] = task
+        # The exchanges are collective: every worker takes part, with or without requests.
         if self.has_peers:
             timings += self._fetch(
-                "d2d",
-                peer_requests,
-                peer_tasks,
-                self.cache,
-                self.cache_index,
-                self.peer_group,
-                out,
-                positions,
-            )
+                "d2d", peer_requests, peer_tasks, self.cache, self.cache_index, self.peer_group,
+                out.rows, out.positions,
+            )  # fmt: skip
         if self.has_remote and remote:
             merged = {w: np.unique(np.concatenate(parts)) for w, parts in remote_requests.items()}
             timings += self._fetch(
-                "gather_remote",
-                merged,
-                remote_task_of,
-                self.host,
-                self.host_index,
-                self.remote_group,
-                out,
-                positions,
-            )
-        return out, timings
+                "gather_remote", merged, remote_task_of, self.host, self.host_index, self.remote_group,
+                out.rows, out.positions,
+            )  # fmt: skip
+        return out.rows, timings
+
+    def _read_cache(self, vertices: np.ndarray, task: str, out: _GatherOutput) -> ReadTiming:
+        """Read ``vertices`` from this GPU's cache (``gather_local``) into their places in ``out``."""
+        start = self.clock()
+        rows = self.cache.index_select(0, torch.from_numpy(self.cache_index[vertices]).to(self.device))
+        out.place(vertices, rows)
+        end = self.clock()
+        nbytes = tensor_bytes(rows)
+        self.counter.add("gather_local", nbytes)
+        return ReadTiming(task, "gather_local", start, end, nbytes)
+
+    def _read_host(self, vertices: np.ndarray, task: str, out: _GatherOutput) -> ReadTiming:
+        """Read ``vertices`` from this machine's host memory (``h2d``) into their places in ``out``."""
+        start = self.clock()
+        index = torch.from_numpy(vertices if self.host_is_all else self.host_index[vertices])
+        if self.device.type == "cuda":
+            # Gather into pinned memory, then one DMA copy to the device.
+            staged = self._staging(index.shape[0])
+            torch.index_select(self.host, 0, index, out=staged)
+            rows = staged.to(self.device, non_blocking=True)
+        else:
+            rows = self.host.index_select(0, index)
+        out.place(vertices, rows)
+        end = self.clock()
+        nbytes = tensor_bytes(rows)
+        self.counter.add("h2d", nbytes)
+        return ReadTiming(task, "h2d", start, end, nbytes)
 
     def fetch_remote(
         self, vertices: np.ndarray, prefix: str
@@ -342,8 +351,36 @@ class FeatureStore:
         the exchange): the time before is waiting for the slowest worker, which the trace shows
         as queueing (ready to start), not as transfer.
         """
-        world, me = self.world, self.rank
         comm_device = self._comm_device(group)
+        matrix = self._exchange_counts(phase, requests, group, comm_device)
+        start = self.clock()
+        asked = self._exchange_ids(phase, requests, matrix, group, comm_device)
+        incoming, arrived = self._exchange_rows(
+            phase, requests, matrix, asked, store, index, group, comm_device, out, positions
+        )
+        # One timing per plan task: a task whose rows came from several owners ends with the last.
+        per_task: dict[str, ReadTiming] = {}
+        for w, task in tasks.items():
+            if w not in arrived:
+                continue
+            nbytes = tensor_bytes(incoming[w])
+            t = per_task.get(task)
+            if t is None:
+                per_task[task] = ReadTiming(task, phase, start, arrived[w], nbytes)
+            else:
+                t.end = max(t.end, arrived[w])
+                t.nbytes += nbytes
+        return list(per_task.values())
+
+    def _exchange_counts(
+        self,
+        phase: str,
+        requests: dict[int, np.ndarray],
+        group: dist.ProcessGroup | None,
+        comm_device: torch.device,
+    ) -> torch.Tensor:
+        """Every worker's request counts, gathered by all: ``matrix[a, b]`` rows ``a`` asks of ``b``."""
+        world = self.world
         counts = torch.zeros(world, dtype=torch.int64)
         for w, ids in requests.items():
             counts[w] = int(ids.shape[0])
@@ -351,13 +388,22 @@ class FeatureStore:
         self.on_comm(True)
         dist.all_gather(gathered, counts.to(comm_device), group=group)
         self.on_comm(False)
-        start = self.clock()
         self.counter.add(f"{phase}_index", tensor_bytes(counts) * (world - 1))
-        matrix = torch.stack([g.cpu() for g in gathered])  # matrix[a, b]: rows a asks of b
-        # Requests: my ids to each owner, the others' ids to me.
+        return torch.stack([g.cpu() for g in gathered])
+
+    def _exchange_ids(
+        self,
+        phase: str,
+        requests: dict[int, np.ndarray],
+        matrix: torch.Tensor,
+        group: dist.ProcessGroup | None,
+        comm_device: torch.device,
+    ) -> dict[int, torch.Tensor]:
+        """Send my requested ids to each owner, receive the others' ids asked of me (by asker)."""
+        me = self.rank
         ops = []
         asked: dict[int, torch.Tensor] = {}
-        for w in range(world):
+        for w in range(self.world):
             if w == me:
                 continue
             if matrix[me, w] > 0:
@@ -368,7 +414,24 @@ class FeatureStore:
                 asked[w] = torch.empty(int(matrix[w, me]), dtype=torch.int64, device=comm_device)
                 ops.append(dist.P2POp(dist.irecv, asked[w], w, group=group))
         self._wait(ops)
-        # Answers: the rows each asked for, from my store; the rows I asked for, from theirs.
+        return asked
+
+    def _exchange_rows(
+        self,
+        phase: str,
+        requests: dict[int, np.ndarray],
+        matrix: torch.Tensor,
+        asked: dict[int, torch.Tensor],
+        store: torch.Tensor,
+        index: np.ndarray,
+        group: dist.ProcessGroup | None,
+        comm_device: torch.device,
+        out: torch.Tensor,
+        positions: Callable[[np.ndarray], torch.Tensor],
+    ) -> tuple[dict[int, torch.Tensor], dict[int, float]]:
+        """Answer what each asked from my ``store``; receive the rows I asked for into their places
+        in ``out``. Returns the rows received and when they arrived, by owner."""
+        world, me = self.world, self.rank
         ops = []
         incoming: dict[int, torch.Tensor] = {}
         for w, ids in asked.items():
@@ -395,19 +458,7 @@ class FeatureStore:
             arrived[w] = self.clock()
             self.counter.add(phase, tensor_bytes(incoming[w]))
         self.on_comm(False)
-        # One timing per plan task: a task whose rows came from several owners ends with the last.
-        per_task: dict[str, ReadTiming] = {}
-        for w, task in tasks.items():
-            if w not in arrived:
-                continue
-            nbytes = tensor_bytes(incoming[w])
-            t = per_task.get(task)
-            if t is None:
-                per_task[task] = ReadTiming(task, phase, start, arrived[w], nbytes)
-            else:
-                t.end = max(t.end, arrived[w])
-                t.nbytes += nbytes
-        return list(per_task.values())
+        return incoming, arrived
 
     def _wait(self, ops: list) -> None:
         if not ops:
