@@ -297,7 +297,7 @@ class FeatureStore:
         return ReadTiming(task, "h2d", start, end, nbytes)
 
     def fetch_remote(
-        self, vertices: np.ndarray, prefix: str
+        self, vertices: np.ndarray, task_of: Callable[[str], str]
     ) -> tuple[np.ndarray, torch.Tensor, list[ReadTiming]]:
         """Pre-gathering (``hopgnn``): one deduplicated fetch of the features of ``vertices`` that
         live on other machines (the reads :func:`feature_reads` calls remote) into this worker's
@@ -306,7 +306,7 @@ class FeatureStore:
         Collective like :meth:`gather`'s remote exchange: every worker calls it, with or without
         vertices. Returns the fetched vertices (sorted), their rows on the CPU in that order (pinned
         on a GPU run: they go on to the device), and one timing per source machine, plan task
-        ``{prefix}.{source}`` (phase ``gather_remote``).
+        ``task_of(source host)`` (phase ``gather_remote``): the scheme names its tasks.
         """
         vertices = np.asarray(vertices, dtype=np.int64)
         reads = [r for r in feature_reads(self.inputs, self.rank, vertices) if r.kind == "remote"]
@@ -320,7 +320,7 @@ class FeatureStore:
             owners = self.owner[read.vertices]
             for w in np.unique(owners).tolist():
                 requests[w] = read.vertices[owners == w]
-                tasks[w] = f"{prefix}.{read.source}"
+                tasks[w] = task_of(read.source)
         if not self.has_remote:
             return fetched, rows, []
 

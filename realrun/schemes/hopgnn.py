@@ -90,7 +90,7 @@ from workbench.strategies.execution.hopgnn import (
     HopGNNScheme,
     cell_prefix,
     migrate_task,
-    pregather_prefix,
+    pregather_task,
     pregathered_task,
 )
 from workbench.strategies.execution.micrographs import cell_blocks
@@ -250,13 +250,17 @@ class HopGNNExecutor(ModelCentricExecutor):
         ctx = self.ctx
         ctx.status.phase("gather", it)
         assert schedule.pregather is not None
-        prefix = pregather_prefix(it, ctx.rank)
-        vertices, rows, timings = ctx.store.fetch_remote(schedule.pregather[ctx.rank], prefix)
+        source_of: dict[str, str] = {}  # pre-gathering task -> the host it reads from
+
+        def task_of(source: str) -> str:
+            task = pregather_task(it, ctx.rank, source)
+            source_of[task] = source
+            return task
+
+        vertices, rows, timings = ctx.store.fetch_remote(schedule.pregather[ctx.rank], task_of)
         for read in timings:
-            # A host-to-host copy: the simulator names its source (task {prefix}.{source}) as the row's device.
-            ctx.row(
-                read.task, read.phase, read.start, read.end, read.nbytes, device=read.task[len(prefix) + 1 :]
-            )
+            # A host-to-host copy: the simulator names its source host as the row's device.
+            ctx.row(read.task, read.phase, read.start, read.end, read.nbytes, device=source_of[read.task])
         return PreGathered(vertices, rows)
 
     def read_features(
