@@ -43,8 +43,6 @@ import torch.distributed as dist
 from workbench.strategies.execution.base import FeatureRead, SchemeInputs, feature_reads
 from workbench.strategies.execution.task_ids import read_task
 
-# Phase of each kind of read, as the plan names them (workbench.strategies.execution.base.READ_PHASE).
-READ_PHASE = {"local": "gather_local", "peer": "d2d", "host": "h2d", "remote": "gather_remote"}
 # Request ids and counts of the d2d and gather_remote exchanges are counted under
 # "{phase}_index": real traffic that the plan does not model.
 
