@@ -44,6 +44,12 @@ sweep itself is 2.4-4.3 s shorter. What the remaining points still pay: model-ce
 plan (0.17-0.35 s) and hopgnn's (0.3-0.6 s; its first 1.1-1.4 s), which the caches leave
 to the schemes.
 
+Issue 24 (one schedule per scheme, the minibatch template), measured side by side with the
+commit before it (4afe3ab), alternating, ``--rounds 3 --runs 1`` twice each, 2026-11-25,
+load 1.3-1.5: (a) before 0.88x (the process's caches cold) / 0.34x, after 0.40x / 0.36x;
+(b) before 1.58x / 1.56x, after 1.36x / 1.34x; the simulated epochs identical (the plans
+are byte-for-byte the same).
+
 Before (same day, same machine): (a) 1.04x, its sampling swinging 0.66-2.58 s; (b) 2.61x.
 What changed: (1) every bulk sampler of the process shares one output pool and relabel
 scratch (``SHARED_OUTPUTS``), so an epoch samples into the pages the last one left instead

@@ -58,6 +58,10 @@ paired ratios, its 95% interval):
 * After the last trims, on the same machine under some load ((C) 710 ms with 2 workers, 964 ms
   with 1): 2 workers +1.5% / +1.3% (-0.1% to +2.8%), 0.70 ms per iteration; 1 worker +2.3% /
   +2.2% (+1.7% to +2.7%), 0.72 ms per iteration.
+* Issue 24 (executors as classes, the schedule from the scheme), side by side with the commit
+  before it (4afe3ab), alternating, ``--rounds 21`` twice each, 2026-11-25, load about 1.4:
+  median of the paired ratios before +4.4% (-2.5% to +8.8%) and -2.0% (-3.8% to +0.9%), after
+  +4.5% (-2.0% to +6.0%) and +1.3% (-2.6% to +3.1%): no change beyond the noise.
 
 What (A) adds is a fixed cost per iteration, about 0.25-0.5 ms of Python (cProfile: the trace
 rows, the clock, the status array, the backward hooks, the feature store's read split): the
