@@ -35,7 +35,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -85,6 +85,9 @@ class Study:
     # Its points time this machine (real runs): they run here, one at a time, even when a
     # Dask scheduler is given for the others.
     local_only: bool = False
+    # Why quick and full mode reach different verdicts on a claim (its statement -> the reason),
+    # shown on the page where they do; a claim not named here shows "no reason recorded".
+    mode_notes: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 STUDIES: dict[str, Study] = {}
@@ -239,13 +242,15 @@ def interruptible(detail: str = "") -> Iterator[None]:
 # ---- a study ---------------------------------------------------------------------------------
 @dataclass
 class StudyRun:
-    """What :func:`run_study` did: every point's result, and how many were computed now."""
+    """What :func:`run_study` did: every point's result, how many were computed now, and which
+    grid ran (``full``: the larger one), so its page can say which mode its verdicts are."""
 
     study: Study
     results: pd.DataFrame
     computed: int
     reused: int
     folder: Path
+    full: bool
 
 
 def study_folder(reports: Path, name: str) -> Path:
@@ -320,7 +325,7 @@ def run_study(
     # Each row carries its own point's grid labels (a configuration shared by two points of the
     # grid, say a baseline in two plots, is computed and stored once).
     table = pd.DataFrame([{**results[p.key], **p.label} for p in points])
-    return StudyRun(study, table, len(pending), len(points) - len(pending), folder)
+    return StudyRun(study, table, len(pending), len(points) - len(pending), folder, full)
 
 
 def _local_executor(jobs: int | None) -> Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]]:

@@ -29,7 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run",
         help="run a study's points that have no stored result, then write its page",
         description="Each point's result is stored under a hash of its configuration, so an interrupted "
-        "study resumes where it stopped and an unchanged point is never computed again.",
+        "study resumes where it stopped and an unchanged point is never computed again. The page's verdicts "
+        "go to reports/studies/NAME/verdicts.quick.json (or .full.json); under each verdict the page shows "
+        "the other mode's verdict, read from the other file or, on a quick page where there is none, from "
+        "the committed record studies/verdicts/NAME.full.json that --full --record writes (commit it).",
         **examples("gnnwb study run hopgnn --jobs 2", "gnnwb report"),
     )
     accept_negative_values(run)
@@ -37,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     size = run.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="the small grid (default)")
     size.add_argument("--full", action="store_true", help="the larger grid")
+    run.add_argument(
+        "--record",
+        action="store_true",
+        help="with --full: also write the verdicts to studies/verdicts/NAME.full.json, the committed record "
+        "of full mode that quick pages (and gnnwb run) compare their verdicts with",
+    )
     run.add_argument(
         "--scheduler", metavar="ADDRESS", default=None, help="a Dask scheduler (tcp://host:8786)"
     )
@@ -78,11 +87,20 @@ def run_one(args: argparse.Namespace) -> int:
     from studies.runner import get_study, run_study
 
     study = get_study(args.name)
+    if args.record and not args.full:
+        # Refused before the grid runs: a quick run is no record of full mode.
+        raise ConfigError("--record records full mode's verdicts; add --full")
     done = run_study(
         study, full=args.full, reports=Path(args.reports), jobs=args.jobs, scheduler=args.scheduler
     )
-    page = write_study_page(done)
+    page = write_study_page(done, record=args.record)
     print(f"study {study.name}: {done.computed} points computed, {done.reused} reused -> {page}")
+    if args.record:
+        from studies.pages import records_folder
+
+        print(
+            f"study {study.name}: full mode's verdicts recorded in {records_folder() / f'{study.name}.full.json'}"
+        )
     return 0
 
 
