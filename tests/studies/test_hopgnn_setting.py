@@ -35,6 +35,8 @@ def test_the_ablation_shares_its_dgl_and_all_points_with_the_main_gat_cells():
         "setting",
         "feature service (+MG)",
         "feature service (P3)",
+        "P3 client's serial reads",
+        "P3 client's padded copy",
     }
 
 

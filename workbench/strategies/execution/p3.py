@@ -126,17 +126,32 @@ class P3Scheme(MinibatchScheme):
     (``realrun.schemes.p3``) both carry that schedule out."""
 
     # realrun.schemes.p3 hands a minibatch over after the previous step; the real store has no feature service.
-    real_run_params = {"prefetch": 0, "feature_service": False}
+    real_run_params = {"prefetch": 0, "feature_service": False, "serial_reads": False, "padded_copy": False}
     HELP = {
         "prefetch": PREFETCH_HELP,
         "feature_service": "each worker's host slice rows come through paper 003's artifact's feature "
         "service (p3_cache.go): its server looks each row up and copies it (a host task per row) before "
         "the host-to-device copy; false: straight from host memory",
+        "serial_reads": "each worker reads its slice of the minibatches one after another once every "
+        "structure has arrived, as paper 003's artifact's P3 client does (dgl_p3.py: one blocking "
+        "fetch_data per minibatch after get_nfs); false: each minibatch's read starts when its structure "
+        "arrives, beside the others",
+        "padded_copy": "each slice is padded with zeros to the full feature width before the "
+        "host-to-device copy, as the artifact's P3 client does (storage_dist.py, DistCacheClientP3: "
+        "F.pad, then .cuda()); false: the copy carries the slice's width",
     }
 
-    def __init__(self, prefetch: int = 1, feature_service: bool = False) -> None:
+    def __init__(
+        self,
+        prefetch: int = 1,
+        feature_service: bool = False,
+        serial_reads: bool = False,
+        padded_copy: bool = False,
+    ) -> None:
         self.prefetch = check_prefetch(prefetch, "p3")
         self.feature_service = feature_service
+        self.serial_reads = serial_reads
+        self.padded_copy = padded_copy
         self._forget()
 
     def _forget(self) -> None:
@@ -171,8 +186,9 @@ class P3Scheme(MinibatchScheme):
         self.layout(inputs)
 
     def plan_details(self, inputs: SchemeInputs) -> dict[str, object]:
-        service = {"feature_service": True} if self.feature_service else {}  # meta only when on
-        return {"slice_widths": list(self.layout(inputs).widths), "prefetch": self.prefetch, **service}
+        flags = ("feature_service", "serial_reads", "padded_copy")
+        on = {flag: True for flag in flags if getattr(self, flag)}  # meta only when on
+        return {"slice_widths": list(self.layout(inputs).widths), "prefetch": self.prefetch, **on}
 
     def keep_resident(self, plan: Plan, inputs: SchemeInputs) -> None:
         # P3's GPUs keep layers 2..L, a slice of layer 1 and a slice of each cached row.
@@ -181,7 +197,8 @@ class P3Scheme(MinibatchScheme):
     def iteration_planner(
         self, plan: Plan, inputs: SchemeInputs, iteration: int, previous_steps: list[str]
     ) -> IterationPlanner:
-        return _P3Iteration(self.schedule(inputs, iteration), plan, inputs, previous_steps)
+        client = _Client(self.serial_reads, self.padded_copy)
+        return _P3Iteration(self.schedule(inputs, iteration), plan, inputs, previous_steps, client)
 
 
 def resident_state(inputs: SchemeInputs, layout: P3Layout) -> list[ResidentTensor]:
@@ -199,15 +216,29 @@ def resident_state(inputs: SchemeInputs, layout: P3Layout) -> list[ResidentTenso
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class _Client:
+    """How a worker's client reads its slices (both off: the scheme as P3's paper describes it)."""
+
+    serial_reads: bool = False  # one minibatch after another, once every structure has arrived
+    padded_copy: bool = False  # the host-to-device copy at the full feature width
+
+
 class _P3Iteration(IterationPlanner):
     """One iteration's tasks and costs, from its schedule: once every worker has sampled, the
     structure exchange, every slice's partials, the sums and layers 2..L, the gradients back to
     the slices and their steps, then layers 2..L's gradient sync."""
 
     def __init__(
-        self, schedule: P3Schedule, plan: Plan, inputs: SchemeInputs, previous_steps: list[str]
+        self,
+        schedule: P3Schedule,
+        plan: Plan,
+        inputs: SchemeInputs,
+        previous_steps: list[str],
+        client: _Client | None = None,
     ) -> None:
         self.schedule, self.plan, self.inputs = schedule, plan, inputs
+        self.client = client or _Client()
         self.it = schedule.iteration
         self.previous_steps = previous_steps  # each worker's data-parallel step of the iteration before
         self.minibatches: list[Minibatch] = []
@@ -276,12 +307,17 @@ class _P3Iteration(IterationPlanner):
     def _partials(self, ready: list[list[str]]) -> None:
         """Step 2: every worker's partial first layer of every minibatch, over its slice."""
         layout, previous = self.schedule.layout, self.schedule.previous_slice_updates
+        last_read: dict[int, list[str]] = {}  # serial reads: each worker's previous read
         for p in self.schedule.partials:
             i = p.worker
             deps = [ready[i][p.minibatch]]
+            if self.client.serial_reads:  # after every structure, and after the read before
+                deps = list(dict.fromkeys(ready[i])) + last_read.get(i, [])
+            copy_bytes = self.inputs.feature_bytes if self.client.padded_copy else layout.row_bytes(i)
             reads, gathered = _slice_reads(
-                self.plan, self.inputs, i, self.it, p.read, layout.row_bytes(i), deps
+                self.plan, self.inputs, i, self.it, p.read, layout.row_bytes(i), deps, copy_bytes
             )
+            last_read[i] = reads or last_read.get(i, [])
             src, dst, edges = p.sizes
             layer = layout.slice_layer(i)
             self.plan.compute(
@@ -416,11 +452,20 @@ class _P3Iteration(IterationPlanner):
 
 
 def _slice_reads(
-    plan: Plan, inputs: SchemeInputs, i: int, it: int, read: SliceRead, row_bytes: int, deps: list[str]
+    plan: Plan,
+    inputs: SchemeInputs,
+    i: int,
+    it: int,
+    read: SliceRead,
+    row_bytes: int,
+    deps: list[str],
+    copy_row_bytes: int | None = None,
 ) -> tuple[list[str], list[str]]:
     """Worker ``i``'s read of its slice of a minibatch's input vertices, as ``read`` schedules it:
     cached rows gathered on its GPU, the rest from its machine's host memory (through the
-    feature service's lookups where scheduled). Returns task ids and gathered tensors."""
+    feature service's lookups where scheduled). ``copy_row_bytes``: a host row's bytes in the
+    host-to-device copy (default ``row_bytes``; the full width when the client pads the slice).
+    Returns task ids and gathered tensors."""
     gpu, host = inputs.workers[i], inputs.host_of_worker(i)
     ids: list[str] = []
     tensors: list[str] = []
@@ -457,7 +502,7 @@ def _slice_reads(
             read.host_task,
             host,
             gpu,
-            misses * row_bytes,
+            misses * (copy_row_bytes or row_bytes),
             "h2d",
             deps,
             worker=i,
