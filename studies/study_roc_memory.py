@@ -60,37 +60,69 @@ def _bounds(graph: dict[str, Any], hidden: int) -> tuple[int, int]:
     return smallest, ops.total_bytes
 
 
+# What quick and full mode set differently: graph scale, hidden widths, capacity steps.
+MODE_GRIDS = {
+    False: {"scale": 0.05, "hiddens": (256,), "steps": 6},
+    True: {"scale": 0.2, "hiddens": (256, 512), "steps": 8},
+}
+
+
+def _capacities(graph: dict[str, Any], hidden: int, steps: int) -> list[int]:
+    """``steps`` GPU capacities from just above the largest operator's working set to everything fitting,
+    in geometric steps: the policies differ most just above the smallest capacity."""
+    low, high = _bounds(graph, hidden)
+    return [int(low * 1.02 * (high / (low * 1.02)) ** (k / (steps - 1))) for k in range(steps)]
+
+
+def _config(name: str, graph: dict[str, Any], hidden: int, capacity: int, policy: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "graph": graph,
+        "hardware": {"name": "roc-4x4p100-nvlink-ib"},
+        "model": {"name": "gcn", "hidden": hidden, "num_layers": 2},
+        "training": {"workers": 1, "iterations": 1},
+        "partition": {"name": "equal-edge"},
+        "execution": {"name": "roc-fullgraph", "memory_policy": policy, "gpu_memory": f"{capacity} B"},
+    }
+
+
 def points(full: bool) -> list[Point]:
-    graph = {"name": "reddit-like", "scale": 0.2 if full else 0.05}
+    grid = MODE_GRIDS[full]
+    graph = {"name": "reddit-like", "scale": grid["scale"]}
     out = []
-    for hidden in (256, 512) if full else (256,):
-        low, high = _bounds(graph, hidden)
-        steps = 8 if full else 6
-        for k in range(steps):
-            # Geometric steps: the policies differ most just above the smallest capacity.
-            capacity = int(low * 1.02 * (high / (low * 1.02)) ** (k / (steps - 1)))
+    for hidden in grid["hiddens"]:
+        for k, capacity in enumerate(_capacities(graph, hidden, grid["steps"])):
             for policy in POLICIES:
-                config = {
-                    "name": f"{NAME}-{hidden}-{k}-{policy}",
-                    "graph": graph,
-                    "hardware": {"name": "roc-4x4p100-nvlink-ib"},
-                    "model": {"name": "gcn", "hidden": hidden, "num_layers": 2},
-                    "training": {"workers": 1, "iterations": 1},
-                    "partition": {"name": "equal-edge"},
-                    "execution": {
-                        "name": "roc-fullgraph",
-                        "memory_policy": policy,
-                        "gpu_memory": f"{capacity} B",
-                    },
-                }
+                config = _config(f"{NAME}-{hidden}-{k}-{policy}", graph, hidden, capacity, policy)
                 out.append(
                     Point(NAME, {"hidden": hidden, "capacity_MB": capacity / 1e6, "policy": policy}, config)
                 )
+    return out + _mode_ablation_points()
+
+
+def _mode_ablation_points() -> list[Point]:
+    """LRU and DP at every combination of quick's and full's scale, width and capacity steps (both modes
+    run all of it): which of the settings the modes differ in moves the figure."""
+    out = []
+    scales = sorted({g["scale"] for g in MODE_GRIDS.values()})
+    hiddens = sorted({h for g in MODE_GRIDS.values() for h in g["hiddens"]})
+    for scale in scales:
+        graph = {"name": "reddit-like", "scale": scale}
+        for hidden in hiddens:
+            for steps in sorted({g["steps"] for g in MODE_GRIDS.values()}):
+                for k, capacity in enumerate(_capacities(graph, hidden, steps)):
+                    for policy in ("lru", "dpmm"):
+                        name = f"{NAME}-modes-{scale:g}-{hidden}-{steps}-{k}-{policy}"
+                        label = {"part": "modes", "scale": scale, "hidden": hidden, "steps": steps}
+                        label |= {"capacity_MB": capacity / 1e6, "policy": policy}
+                        out.append(Point(NAME, label, _config(name, graph, hidden, capacity, policy)))
     return out
 
 
 def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
-    results = results.copy()
+    everything = results
+    modes = results["part"] == "modes" if "part" in results else pd.Series(False, index=results.index)
+    results = results[~modes].copy()
     results["loads_MB"] = results["h2d_bytes"] / 1e6
     page = ReportPage(
         "ROC memory management (paper 000): dynamic programming vs LRU vs streaming",
@@ -157,8 +189,79 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
             f"Claim and figure: DP against {policy}",
             judgement=judge(claim, dict(zip(labels, table[f"{policy} / dpmm"], strict=True))),
         )
-    results.to_csv(folder / "results.csv", index=False)
+    _add_mode_ablation(page, everything[modes])
+    everything.to_csv(folder / "results.csv", index=False)
     return page
+
+
+MODE_COLUMNS = {False: "quick's grid", True: "full's grid"}
+
+
+def mode_ablation_table(ablation: pd.DataFrame) -> pd.DataFrame:
+    """The largest LRU loads / DP loads per (scale, hidden) on quick's capacity steps and on full's."""
+    loads = ablation.pivot_table(
+        index=["scale", "hidden", "steps", "capacity_MB"], columns="policy", values="h2d_bytes"
+    )
+    ratio = (loads["lru"] / loads["dpmm"]).rename("ratio").reset_index()
+    rows = []
+    for (scale, hidden), sub in ratio.groupby(["scale", "hidden"]):
+        row: dict[str, Any] = {"scale": scale, "hidden": int(hidden)}
+        for full, column in MODE_COLUMNS.items():
+            cells = sub[sub["steps"] == MODE_GRIDS[full]["steps"]]
+            top = cells.loc[cells["ratio"].idxmax()]
+            row[f"largest LRU / DP, {column} ({MODE_GRIDS[full]['steps']} capacities)"] = float(top["ratio"])
+            row[f"at MB, {column}"] = float(top["capacity_MB"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def mode_ablation_text(table: pd.DataFrame) -> str:
+    """One computed sentence: quick's and full's figures from the table; at the width both modes run, how
+    far the scale and the capacity steps each move the figure; at full's other widths, the range."""
+    figure = {
+        full: f"largest LRU / DP, {c} ({MODE_GRIDS[full]['steps']} capacities)"
+        for full, c in MODE_COLUMNS.items()
+    }
+    cell = table.set_index(["scale", "hidden"])
+    quick, full = MODE_GRIDS[False], MODE_GRIDS[True]
+    shared = quick["hiddens"][0]
+    quick_figure = float(cell.loc[(quick["scale"], shared), figure[False]])
+    full_cells = cell.loc[[(full["scale"], h) for h in full["hiddens"]], figure[True]]
+    full_figure, full_hidden = float(full_cells.max()), int(full_cells.idxmax()[1])
+    at_shared = cell.xs(shared, level="hidden")
+    by_scale = max(
+        abs(at_shared.loc[full["scale"], f] - at_shared.loc[quick["scale"], f]) for f in figure.values()
+    )
+    by_steps = float((at_shared[figure[True]] - at_shared[figure[False]]).abs().max())
+    others = [h for h in full["hiddens"] if h not in quick["hiddens"]]
+    spread = cell.loc[[i for i in cell.index if i[1] in others], list(figure.values())].to_numpy()
+    wider = (
+        f"; at hidden {', '.join(str(h) for h in others)}, which only full runs, it ranges from "
+        f"{spread.min():.2f}x to {spread.max():.2f}x over the two scales and the two capacity grids"
+        if spread.size
+        else ""
+    )
+    return (
+        f"Quick's figure is {quick_figure:.2f}x (scale {quick['scale']:g}, hidden {shared}, {quick['steps']} "
+        f"capacities), full's {full_figure:.2f}x (scale {full['scale']:g}, hidden {full_hidden}, {full['steps']} "
+        f"capacities). At hidden {shared}, which both modes run, the graph's scale moves the largest LRU / DP by "
+        f"at most {by_scale:.2f} and the capacity steps by up to {by_steps:.2f}{wider}: LRU / DP is a step "
+        "function of the capacity, and the capacity where a grid finds its largest ratio ('at MB') changes "
+        "with the grid."
+    )
+
+
+def _add_mode_ablation(page: ReportPage, ablation: pd.DataFrame) -> None:
+    if not len(ablation):
+        return
+    table = mode_ablation_table(ablation)
+    page.add(
+        "Where quick and full differ (ablation of the settings the modes differ in)",
+        "Quick and full mode differ in the graph's scale, the GCN's widths and the number of capacities swept; "
+        "both modes run LRU and DP at every combination of the two modes' values. "
+        + mode_ablation_text(table),
+        table=table,
+    )
 
 
 def setting_table(results: pd.DataFrame) -> pd.DataFrame:
@@ -199,5 +302,12 @@ register_study(
         "the DP manager moves 1.4-5x less between GPU and host than LRU and streaming",
         points,
         analyze,
+        mode_notes={
+            FEWER_LOADS[
+                "lru"
+            ].statement: "each mode's figure is the largest LRU / DP over the capacities its "
+            "grid samples; the section 'Where quick and full differ' measures how the grid, the scale and the "
+            "width move it."
+        },
     )
 )
