@@ -116,7 +116,8 @@ def default_out(config: RunConfig) -> Path:
 
 
 def check_device(device: str, workers: int) -> None:
-    """A clear error for a device request this machine cannot serve."""
+    """A clear error for a device request this machine cannot serve (``workers`` 0: only whether
+    the device exists, before the run is prepared)."""
     if device not in ("cpu", "cuda"):
         raise ConfigError(f"--device {device!r}; allowed: cpu, cuda")
     if device == "cuda":
@@ -127,7 +128,7 @@ def check_device(device: str, workers: int) -> None:
                 "--device cuda: this machine has no CUDA device that torch can use; use --device cpu"
             )
         have = torch.cuda.device_count()
-        if workers > have:
+        if workers and workers > have:
             raise ConfigError(
                 f"--device cuda: {workers} workers need {workers} GPUs (one per worker), this machine has {have}"
             )
@@ -148,6 +149,7 @@ def prepare_real_run(
     from workbench.registry import EXECUTION_SCHEMES
     from workbench.run import prepare_run, strategy_config
 
+    check_device(device, 0)  # no GPU at all is refused before anything is prepared
     config = load_config(config_path)
     if workers is not None:
         if workers < 1:
@@ -548,13 +550,18 @@ def finish_run(
     trace = build_real_trace(plan, records, prepared.config.name, device_workers)
     write_trace(trace, out / RUN_FILES["trace"])
     results = epoch_results(prepared, plan, trace, records) if len(trace) else []
-    pd.DataFrame(results).to_csv(out / RUN_FILES["results"], index=False)
+    # With no finished epoch the file still has a header, so a reader gets an empty table, not an error.
+    table = pd.DataFrame(results) if results else pd.DataFrame(columns=list(EMPTY_RESULTS_COLUMNS))
+    table.to_csv(out / RUN_FILES["results"], index=False)
     files = save_run_inputs(prepared, plan, out, config_path)
     meta = _run_meta(prepared, records, results, complete=complete, error=error, network=network)
     meta["files"] = files
     (out / "run.json").write_text(json.dumps(meta, indent=1, default=str))
     return RunSummary(out, len(trace), results, complete, error)
 
+
+# The columns of a results.csv without a finished epoch (a run that failed in its first).
+EMPTY_RESULTS_COLUMNS = ("epoch", "loss", "train_acc", "test_acc", "bytes_match_plan")
 
 # What a run folder holds beside run.json (run.json's "files" names them, "given_config" only
 # when the configuration as given differs from the one executed).

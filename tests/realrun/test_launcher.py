@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -46,7 +47,9 @@ def assert_partial_run_kept(out: Path, failed_worker: int, at_iteration: int) ->
     assert mine["iteration"].max() == at_iteration - 1
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "failed" and f"worker {failed_worker}" in meta["error"]
-    assert (out / "results.csv").exists()
+    # No epoch finished: the file is a header a reader loads as an empty table, not an error.
+    results = pd.read_csv(out / "results.csv")
+    assert len(results) == 0 and "epoch" in results.columns
 
 
 def test_a_worker_that_raises_ends_the_run_naming_it(
@@ -144,6 +147,20 @@ def test_a_port_in_use_is_a_one_line_error() -> None:
 def test_cuda_without_a_gpu_is_a_one_line_error() -> None:
     with pytest.raises(ConfigError, match="no CUDA device"):
         check_device("cuda", 1)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_cuda_without_a_gpu_is_refused_before_the_run_is_prepared(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import workbench.run
+
+    def never(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the run was prepared before the device was checked")
+
+    monkeypatch.setattr(workbench.run, "prepare_run", never)
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        prepare_real_run(config, 2, "cuda")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
