@@ -181,8 +181,8 @@ def _modes_text(modes: dict | None, verdicts: dict | None) -> str:
         return f"{modes.get('other', 'other')} mode not recorded"
     compared, disagree = modes.get("compared", 0), modes.get("disagree", 0)
     if disagree:
-        return f"{disagree} of {compared} claims disagree"
-    return f"all {compared} claims agree"
+        return f"{disagree} of {compared} claim{'s' if compared != 1 else ''} disagree{'s' if disagree == 1 else ''}"
+    return "its one claim agrees" if compared == 1 else f"all {compared} claims agree"
 
 
 def _modes_total(all_modes: list[dict | None]) -> str:

@@ -142,7 +142,7 @@ def test_a_disagreement_is_counted_and_said_with_no_reason_recorded(tmp_path, mo
     folder = reports / "studies" / "fake"
     assert json.loads((folder / "page.json").read_text())["modes"]["disagree"] == 1
     index = (reports / "index.html").read_text()
-    assert "1 of 2 claims disagree" in index
+    assert "1 of 2 claims disagrees" in index
     assert "Quick and full mode disagree on 1 of 2 claims compared, over 1 study." in index
     # The full page, written again, reads the quick run's file beside it.
     again = other_mode_lines(page_of(fake_study(), reports, full=True))
