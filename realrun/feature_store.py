@@ -40,6 +40,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from realrun import p2p
 from workbench.strategies.execution.base import FeatureRead, SchemeInputs, feature_reads
 from workbench.strategies.execution.task_ids import read_task
 
@@ -441,16 +442,17 @@ class FeatureStore:
                     (int(matrix[me, w]), self.dim), dtype=torch.float32, device=comm_device
                 )
                 ops.append(dist.P2POp(dist.irecv, incoming[w], w, group=group))
-        works = dist.batch_isend_irecv(ops) if ops else []
+        works = p2p.start(ops)
         self.on_comm(True)
-        # Wait for sends and receives; note when each owner's rows arrived (waited in owner order).
+        # Wait for sends and receives; note when each owner's rows arrived (waited in owner order;
+        # all at once where the batch has one work, NCCL).
         arrived: dict[int, float] = {}
         receives = [w for w in range(world) if w != me and matrix[me, w] > 0]
         sends = len(ops) - len(receives)
-        for work in works[:sends]:
-            work.wait()
-        for w, work in zip(receives, works[sends:], strict=True):
-            work.wait()
+        for k in p2p.completions(works, len(ops)):
+            if k < sends:
+                continue
+            w = receives[k - sends]
             rows = incoming[w].to(out.device, non_blocking=True)  # the device, or host memory (fetch_remote)
             out[positions(requests[w])] = rows
             arrived[w] = self.clock()
@@ -462,8 +464,7 @@ class FeatureStore:
         if not ops:
             return
         self.on_comm(True)
-        for work in dist.batch_isend_irecv(ops):
-            work.wait()
+        p2p.wait_all(ops)
         self.on_comm(False)
 
     def _comm_device(self, group: dist.ProcessGroup | None) -> torch.device:

@@ -40,6 +40,7 @@ import torch.distributed as dist
 
 from realrun.feature_store import ByteCounter, FeatureStore
 from realrun.layers import layer_backend
+from realrun.p2p import install_standins_from_environment
 from realrun.schemes import real_executor
 from realrun.schemes.base import PartLog, RealExecutor, Status, WorkerContext
 from workbench.run import PreparedRun
@@ -97,6 +98,7 @@ def _exit_with_parent() -> None:
 def run_worker(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: Status) -> int:
     """Train as worker ``rank``; 0 when it finished, 1 when it failed (an ``error`` line says why)."""
     log = PartLog(part_path(setup.parts, rank))
+    install_standins_from_environment()
     try:
         _train(rank, world, local_rank, setup, status, log)
         return 0

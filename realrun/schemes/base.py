@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed as dist
 
+from realrun import p2p
 from realrun.faults import inject_fault
 from realrun.feature_store import ByteCounter, FeatureStore, tensor_bytes
 from realrun.layers import LayerBackend
@@ -296,26 +297,24 @@ def exchange_pairwise(
     comm = ctx.device if dist.get_backend(ctx.group) == "nccl" else torch.device("cpu")
     peers = sorted(set(outgoing) | set(incoming))
     ops, buffers = [], {}
+    done_by: list[tuple[dict[int, float], int]] = []  # per operation: which record it completes
+    received: dict[int, float] = {}
+    sent: dict[int, float] = {}
     for q in peers:
         if q in outgoing:
             ops.append(dist.P2POp(dist.isend, outgoing[q].to(comm).contiguous(), q, group=ctx.group))
+            done_by.append((sent, q))
         if q in incoming:
             shape, dtype = incoming[q]
             buffers[q] = torch.empty(shape, dtype=dtype, device=comm)
             ops.append(dist.P2POp(dist.irecv, buffers[q], q, group=ctx.group))
+            done_by.append((received, q))
     start = ctx.now()
-    works = dist.batch_isend_irecv(ops) if ops else []
+    works = p2p.start(ops)
     ctx.comm(True)
-    received, sent, k = {}, {}, 0
-    for q in peers:
-        if q in outgoing:
-            works[k].wait()
-            sent[q] = ctx.now()
-            k += 1
-        if q in incoming:
-            works[k].wait()
-            received[q] = ctx.now()
-            k += 1
+    for k in p2p.completions(works, len(ops)):  # one work per operation (gloo) or per batch (NCCL)
+        record, q = done_by[k]
+        record[q] = ctx.now()
     ctx.comm(False)
     return {q: t.to(ctx.device) for q, t in buffers.items()}, received, sent, start
 

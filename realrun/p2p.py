@@ -1,0 +1,86 @@
+"""Batched point-to-point exchanges that behave the same under gloo and NCCL.
+
+``torch.distributed.batch_isend_irecv`` returns one work per operation under gloo, but one
+work for the whole batch under NCCL (the batch is one NCCL group call). Code that indexes a
+work per operation runs on gloo and fails at its first exchange on GPUs, so every batched
+exchange here goes through :func:`start` and :func:`completions`, which serve both: with a
+work per operation each operation's completion is noted as it happens; with one work for the
+batch every operation completes when the batch does.
+
+CPU tests check the NCCL side with :func:`install_nccl_standin`, which makes gloo's
+``batch_isend_irecv`` return one work for the batch, as NCCL does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch.distributed as dist
+
+# Set to 1 in a real run's environment (tests): the workers take the NCCL stand-in.
+NCCL_STANDIN_ENV = "GNNWB_NCCL_STANDIN"
+
+
+def start(ops: Sequence[dist.P2POp]) -> list[Any]:
+    """Post every operation of ``ops`` at once; returns the works (one per operation or one in all)."""
+    return list(dist.batch_isend_irecv(list(ops))) if ops else []
+
+
+def completions(works: Sequence[Any], count: int) -> Iterator[int]:
+    """Wait for the ``count`` operations behind ``works`` in their order, yielding each one's index
+    once it is complete: one at a time where each has its work, all at once where the batch has
+    one work (NCCL)."""
+    if len(works) == count:
+        for k, work in enumerate(works):
+            work.wait()
+            yield k
+        return
+    if count and len(works) != 1:
+        raise RuntimeError(f"a batch of {count} point-to-point operations returned {len(works)} works")
+    for work in works:
+        work.wait()
+    yield from range(count)
+
+
+def wait_all(ops: Sequence[dist.P2POp]) -> None:
+    """Post ``ops`` and wait for all of them."""
+    works = start(ops)
+    for _ in completions(works, len(ops)):
+        pass
+
+
+class _BatchWork:
+    """One work standing for a whole batch, as NCCL returns it."""
+
+    def __init__(self, works: list[Any]) -> None:
+        self.works = works
+
+    def wait(self) -> bool:
+        for work in self.works:
+            work.wait()
+        return True
+
+    def is_completed(self) -> bool:
+        return all(work.is_completed() for work in self.works)
+
+
+def install_nccl_standin() -> None:
+    """Make this process's ``batch_isend_irecv`` return one work per batch (NCCL's semantics)."""
+    original = dist.batch_isend_irecv
+    if getattr(original, "nccl_standin", False):
+        return
+
+    def batched(p2p_op_list: list[dist.P2POp]) -> list[Any]:
+        works = original(p2p_op_list)
+        return [_BatchWork(list(works))] if works else []
+
+    batched.nccl_standin = True  # type: ignore[attr-defined]
+    dist.batch_isend_irecv = batched
+
+
+def install_standins_from_environment() -> None:
+    """What a worker process does at its start: the stand-ins its environment asks for."""
+    if os.environ.get(NCCL_STANDIN_ENV) == "1":
+        install_nccl_standin()
