@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,21 @@ def test_bad_hardware_toml_is_one_line(tmp_path) -> None:
     (tmp_path / "neg.toml").write_text(text)
     r = _run("hardware", "show", str(tmp_path / "neg.toml"))
     assert r.returncode == 2 and "bandwidth must be positive" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_machine_without_torch_gets_one_line_naming_the_extra(monkeypatch, capsys, tmp_path) -> None:
+    """Installed without the extra "cpu" (a GPU machine keeping its own torch), a real run says
+    what is missing instead of a traceback."""
+    import realrun.launcher
+
+    def no_torch(*_args, **_kwargs):
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(realrun.launcher, "prepare_real_run", no_torch)
+    config = Path(__file__).resolve().parents[1] / "examples" / "configs" / "roc-sbm-real.toml"
+    assert main(["realrun", str(config), "--workers", "2", "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "gnnwb realrun: error: torch is not installed; install the project's CPU build with "
+        "pip install -e '.[cpu]', or a CUDA build of torch"
+    ]

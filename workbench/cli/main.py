@@ -78,6 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signum
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        # A machine installed without the extra "cpu" (its own CUDA torch expected): real runs need one.
+        print(
+            f"gnnwb {args.command}: error: torch is not installed; install the project's CPU build with "
+            "pip install -e '.[cpu]', or a CUDA build of torch",
+            file=sys.stderr,
+        )
+        return 2
     return int(result or 0)
 
 
