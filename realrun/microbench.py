@@ -85,6 +85,8 @@ BENCHMARKS = ("h2d", "d2h", "d2d", "gather", "spmm", "allreduce", "p2p")
 DEVICES = ("cpu", "cuda")
 HOST, PEER_HOST = "m0.host", "m1.host"
 KiB, MiB = 1024, 1024 * 1024
+# Over an emulated link, the longest the repeats of one size may take (see comm_sizes).
+LINK_SECONDS_PER_SIZE = 10.0
 
 
 class MicrobenchError(WorkbenchError):
@@ -180,6 +182,28 @@ class MicrobenchConfig:
             )
         if self.link_bandwidth_bps is not None and not self.emulate_network:
             raise ConfigError("microbench --link-bandwidth applies only with --emulate-network")
+
+    def comm_sizes(self) -> tuple[int, ...]:
+        """The all-reduce and p2p sizes this run measures. Over an emulated link only those whose
+        repeats cross it within :data:`LINK_SECONDS_PER_SIZE` (at least the smallest): the default
+        sweep's 64 MiB, 23 times at 100 Mbit/s, alone needs two minutes per benchmark."""
+        if not (self.emulate_network and self.link_bandwidth_bps):
+            return tuple(self.comm_bytes)
+        reps = self.warmup + self.repeats
+        fits = tuple(
+            b for b in self.comm_bytes if reps * b * 8 / self.link_bandwidth_bps <= LINK_SECONDS_PER_SIZE
+        )
+        return fits or (min(self.comm_bytes),)
+
+    def comm_timeout(self) -> float:
+        """Seconds the two communication workers may take: the configured limit, or longer where
+        the measured sizes need it at the emulated link's rate (twice the time the bytes take)."""
+        if not (self.emulate_network and self.link_bandwidth_bps):
+            return self.comm_timeout_s
+        reps = self.warmup + self.repeats
+        benches = sum(b in ("allreduce", "p2p") for b in self.benchmarks)
+        seconds = sum(reps * b * 8 / self.link_bandwidth_bps for b in self.comm_sizes()) * benches
+        return max(self.comm_timeout_s, 2 * seconds + 30)
 
     @classmethod
     def default(cls, device: str = "cpu", quick: bool = False, **overrides: Any) -> MicrobenchConfig:
@@ -533,16 +557,16 @@ def _comm_benchmarks(
     spec = {
         "backend": backend,
         "port": _free_port(),
-        "timeout": cfg.comm_timeout_s,
+        "timeout": cfg.comm_timeout(),
         "benchmarks": benches,
-        "sizes": list(cfg.comm_bytes),
+        "sizes": list(cfg.comm_sizes()),
         "warmup": cfg.warmup,
         "repeats": cfg.repeats,
     }
     results = _run_comm_workers(cfg, spec, network_meta)
     for bench in benches:
         _record_comm_bench(rec, bench, backend, nodes, engines[bench], results)
-        big = max(cfg.comm_bytes)
+        big = max(cfg.comm_sizes())
         med = np.median([e - s for s, e in _spans(rec, bench, backend, big)])
         say(f"{bench} ({backend}): {big / med / 1e9:.3f} GB/s of buffer at {big // KiB} KiB")
     return {nodes[0]: 0, nodes[1]: 1}
@@ -560,6 +584,12 @@ def _comm_transport(cfg: MicrobenchConfig, notes: list[str]) -> tuple[str, list[
             f"{format_bits(cfg.link_bandwidth_bps or 0)} (see config.json's network); their memories are "
             "named m0.host and m1.host" + ("; gloo on host memory, not NCCL" if cfg.device == "cuda" else "")
         )
+        left_out = sorted(set(cfg.comm_bytes) - set(cfg.comm_sizes()))
+        if left_out:
+            notes.append(
+                f"sizes above {max(cfg.comm_sizes()) // KiB} KiB left out: their repeats would take over "
+                f"{LINK_SECONDS_PER_SIZE:g} s each at the link's rate"
+            )
         return "gloo", [HOST, PEER_HOST], {"allreduce": "collective", "p2p": "net"}
     if cfg.device == "cuda" and torch.cuda.device_count() >= 2:
         return "nccl", ["m0.gpu0", "m0.gpu1"], {"allreduce": "collective", "p2p": "d2d"}
@@ -590,7 +620,7 @@ def _run_comm_workers(
         procs = [ctx.Process(target=_comm_worker, args=(r, spec, paths[r]), daemon=True) for r in range(2)]
         for p in procs:
             p.start()
-        deadline = time.monotonic() + cfg.comm_timeout_s
+        deadline = time.monotonic() + cfg.comm_timeout()
         try:
             for p in procs:
                 p.join(max(0.0, deadline - time.monotonic()))
@@ -602,7 +632,7 @@ def _run_comm_workers(
                     p.join(5)
         if hung:
             raise MicrobenchError(
-                f"communication benchmark: worker(s) {hung} still running after {cfg.comm_timeout_s:g} s; "
+                f"communication benchmark: worker(s) {hung} still running after {cfg.comm_timeout():g} s; "
                 "stopped them (raise --timeout on a slow machine)"
             )
         results = []

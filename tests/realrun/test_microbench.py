@@ -193,3 +193,33 @@ def test_cuda_quick_run(tmp_path: Path) -> None:
     assert set(h2d["variant"]) == {"pageable", "pinned"}
     assert set(h2d["dst"]) == {"m0.gpu0"} and (h2d["bytes"] == h2d["size"]).all()
     assert (t["end"] > t["start"]).all()
+
+
+def test_an_emulated_link_measures_the_sizes_it_can_carry_in_time() -> None:
+    """The README's --emulate-network --link-bandwidth 100Mbit: 23 repeats (3 warm-up, 20 timed)
+    of a size cross a 100 Mbit/s link in 23 * 8 * size / 1e8 s; within 10 s means at most
+    5,434,782 bytes, so the sweep keeps 4 KiB to 4 MiB and leaves out 16 and 64 MiB. Those six
+    sizes total 5,592,064 bytes: 10.29 s per benchmark, 20.6 s for both; the 120 s limit stands.
+    At 10 Mbit/s only 4 KiB to 256 KiB fit (1 MiB takes 19.3 s), 349,184 bytes: 6.4 s per
+    benchmark, and the limit stays 120 s; at 1 Mbit/s only 4 KiB and 16 KiB (64 KiB: 12.1 s),
+    20,480 bytes: 3.77 s each."""
+    from realrun.microbench import KiB, MiB, MicrobenchConfig
+
+    fast = MicrobenchConfig(emulate_network=True, link_bandwidth_bps=100e6)
+    assert fast.comm_sizes() == (4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB)
+    assert fast.comm_timeout() == 120.0
+    slow = MicrobenchConfig(emulate_network=True, link_bandwidth_bps=10e6)
+    assert slow.comm_sizes() == (4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB)
+    slowest = MicrobenchConfig(emulate_network=True, link_bandwidth_bps=1e6)
+    assert slowest.comm_sizes() == (4 * KiB, 16 * KiB)
+    assert MicrobenchConfig().comm_sizes() == MicrobenchConfig().comm_bytes  # loopback: every size
+
+
+def test_the_limit_grows_with_what_the_link_must_carry() -> None:
+    """One 64 MiB size (23 repeats) kept as the smallest size at 1 Mbit/s: 23 * 8 * 67,108,864 /
+    1e6 = 12,348 s per benchmark, both benchmarks 24,696 s; the limit is twice that plus 30 s."""
+    from realrun.microbench import MiB, MicrobenchConfig
+
+    config = MicrobenchConfig(emulate_network=True, link_bandwidth_bps=1e6, comm_bytes=(64 * MiB,))
+    assert config.comm_sizes() == (64 * MiB,)
+    assert config.comm_timeout() == pytest.approx(2 * 2 * 23 * 8 * 64 * MiB / 1e6 + 30)
