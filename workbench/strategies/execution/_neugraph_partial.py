@@ -15,30 +15,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.model import DTYPE_BYTES
 from workbench.strategies.execution._neugraph_profile import StreamItem, edge_features
-from workbench.strategies.execution._neugraph_tasks import READS_DESTINATION, StreamTasks
+from workbench.strategies.execution._neugraph_tasks import READS_DESTINATION, LayerPass, StreamTasks
 
 
-class PartialPass:
+class PartialPass(LayerPass):
     """Forward of ``layer`` by source rows, or backward of ``layer`` (``>= 1``) by destination
     columns: every edge (sub-)chunk loads this GPU's partial sum of its inner vertices
     (unless it is the first to touch it) and writes it back."""
 
     def __init__(self, tasks: StreamTasks, it: int, layer: int, backward: bool) -> None:
-        self.tasks = tasks
-        self.setup = tasks.setup
-        self.plan = tasks.plan
-        self.it = it
-        self.layer = layer
-        self.backward = backward
-        self.spec = self.setup.model.layers[layer]
-        self.width = self.spec.in_dim * DTYPE_BYTES  # bytes of a row: H_l / partial sums, dA_l backward
-        self.stats = self.setup.stats("dst" if backward else "src")  # outer: the chunk this GPU keeps
-        self.tag = f"b{layer}" if backward else f"f{layer}"
-        self.carries = "gradients" if backward else ("features" if layer == 0 else "activations")
-        self.source = "dA" if backward else "saved"  # the host copy of the kept chunk
-        self.source_layer = layer if backward else layer - 1
+        # Outer: the chunk this GPU keeps (source rows forward, destination columns backward).
+        super().__init__(tasks, it, layer, backward, outer="src")
         self.written: dict[tuple[int, int], str] = {}  # (worker, sub-chunk) -> its partial's last write-back
         self.writes: list[list[str]] = [[] for _ in self.setup.workers]  # each GPU's write-backs, in order
 

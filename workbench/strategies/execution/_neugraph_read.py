@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.model import DTYPE_BYTES
 from workbench.strategies.execution._neugraph_profile import StreamItem, edge_features
-from workbench.strategies.execution._neugraph_tasks import READS_DESTINATION, StreamTasks
+from workbench.strategies.execution._neugraph_tasks import READS_DESTINATION, LayerPass, StreamTasks
 
 
 @dataclass
@@ -36,23 +35,11 @@ class Column:
     last: list[list[str]]  # each member's last edge compute (what ApplyVertex waits for)
 
 
-class ReadPass:
+class ReadPass(LayerPass):
     """Forward of ``layer`` by columns, or backward of ``layer`` (``>= 1``) by rows."""
 
     def __init__(self, tasks: StreamTasks, it: int, layer: int, backward: bool) -> None:
-        self.tasks = tasks
-        self.setup = tasks.setup
-        self.plan = tasks.plan
-        self.it = it
-        self.layer = layer
-        self.backward = backward
-        self.spec = self.setup.model.layers[layer]
-        self.width = self.spec.in_dim * DTYPE_BYTES  # bytes of a streamed row: H_l forward, dA_l backward
-        self.stats = self.setup.stats("src" if backward else "dst")
-        self.tag = f"b{layer}" if backward else f"f{layer}"
-        self.carries = "gradients" if backward else ("features" if layer == 0 else "activations")
-        self.source = "dA" if backward else "saved"  # the host copy the streamed rows come from
-        self.source_layer = layer if backward else layer - 1
+        super().__init__(tasks, it, layer, backward, outer="dst")
 
     def run(self) -> None:
         for gi, group in enumerate(self.setup.groups):

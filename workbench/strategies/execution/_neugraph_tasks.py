@@ -231,3 +231,25 @@ class StreamTasks:
             free=[gradient],
         )
         self.state.writer[("dA", layer, o)] = write
+
+
+class LayerPass:
+    """What both orders' passes over one layer share: the layer, its direction and what its
+    streamed rows are. ``outer``: the chunk kind the pass walks outermost forward ("dst" for
+    column-row, "src" for row-column); backward walks the other one."""
+
+    def __init__(self, tasks: StreamTasks, it: int, layer: int, backward: bool, outer: str) -> None:
+        self.tasks = tasks
+        self.setup = tasks.setup
+        self.plan = tasks.plan
+        self.it = it
+        self.layer = layer
+        self.backward = backward
+        self.spec = self.setup.model.layers[layer]
+        self.width = self.spec.in_dim * DTYPE_BYTES  # bytes of a row: H_l forward, dA_l backward
+        inner = "src" if outer == "dst" else "dst"
+        self.stats = self.setup.stats(inner if backward else outer)
+        self.tag = f"b{layer}" if backward else f"f{layer}"
+        self.carries = "gradients" if backward else ("features" if layer == 0 else "activations")
+        self.source = "dA" if backward else "saved"  # the host copy the rows come from
+        self.source_layer = layer if backward else layer - 1
