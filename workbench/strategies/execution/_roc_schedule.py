@@ -24,6 +24,7 @@ import numpy as np
 
 from workbench.model import DTYPE_BYTES
 from workbench.strategies.execution import task_ids
+from workbench.strategies.memory import emit
 from workbench.strategies.memory.base import MemorySchedule, OperatorGraph
 
 if TYPE_CHECKING:
@@ -67,18 +68,19 @@ class RocTaskIds:
         part ``sender``'s machine."""
         return f"{prefix}.{tensor}.from{sender}"
 
-    # The ids schedule_to_plan (workbench.strategies.memory.emit) gives a policy's steps.
+    # The ids schedule_to_plan (workbench.strategies.memory.emit) gives a policy's steps, named
+    # by its namer: the plan builder hands it the part's prefix with its separator.
     @staticmethod
     def operator(prefix: str, op: str) -> str:
-        return f"{prefix}.{op}"
+        return emit.operator_task(f"{prefix}.", op)
 
     @staticmethod
     def load(prefix: str, op: str, tensor: str) -> str:
-        return f"{prefix}.{op}.load.{tensor}"
+        return emit.load_task(RocTaskIds.operator(prefix, op), tensor)
 
     @staticmethod
     def write_back(prefix: str, op: str, tensor: str) -> str:
-        return f"{prefix}.{op}.wb.{tensor}"
+        return emit.write_back_task(RocTaskIds.operator(prefix, op), tensor)
 
 
 def transfer_phase(src: str, dst: str) -> str:

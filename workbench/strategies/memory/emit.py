@@ -28,6 +28,21 @@ from workbench.plan import Plan
 from workbench.strategies.memory.base import MemorySchedule
 
 
+def operator_task(prefix: str, op: str) -> str:
+    """The id of operator ``op``'s task under ``prefix`` (which carries its own separator)."""
+    return f"{prefix}{op}"
+
+
+def load_task(operator: str, tensor: str) -> str:
+    """The host-to-GPU load of ``tensor`` before the operator task ``operator``."""
+    return f"{operator}.load.{tensor}"
+
+
+def write_back_task(operator: str, tensor: str) -> str:
+    """The GPU-to-host write-back of ``tensor`` after the operator task ``operator``."""
+    return f"{operator}.wb.{tensor}"
+
+
 def schedule_to_plan(
     plan: Plan,
     schedule: MemorySchedule,
@@ -54,11 +69,11 @@ def schedule_to_plan(
     last = ""
     for step in schedule.steps:
         op = operators[step.operator]
-        tid = f"{prefix}{op.name}"
+        tid = operator_task(prefix, op.name)
         loads = []
         for name in step.load:
             t = tensors[name]
-            lid = f"{tid}.load.{name}"
+            lid = load_task(tid, name)
             plan.transfer(
                 lid, host, gpu, t.bytes, "h2d", barrier,
                 allocate={prefix + name: t.bytes}, carries=t.carries, layer=op.layer, **common,
@@ -79,7 +94,7 @@ def schedule_to_plan(
         barrier = [tid]
         for name in step.write_back:
             t = tensors[name]
-            wid = f"{tid}.wb.{name}"
+            wid = write_back_task(tid, name)
             swap_out = name not in kept
             plan.transfer(
                 wid, gpu, host, t.bytes, "d2h", [tid],
