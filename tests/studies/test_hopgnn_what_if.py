@@ -90,3 +90,55 @@ def test_the_no_sampling_cost_prices_sampled_edges_and_vertices_at_nothing_and_k
         NO_SAMPLING_COST["per_edge"] == NO_SAMPLING_COST["per_vertex"] == NO_SAMPLING_COST["intercept"] == 0
     )
     assert NO_SAMPLING_COST["per_byte"] == 1.0 and not math.isnan(NO_SAMPLING_COST["per_flop"])
+
+
+def test_each_change_alters_only_what_it_names():
+    from studies.study_hopgnn import FITTED, FITTED_LOCAL, FITTED_PROFILE, _changed
+
+    config = {"graph": {"name": "products-like"}, "hardware": {"name": "hopgnn-4xa100-10gbe", "machines": 4}}
+    local = {"name": "rmat:p_in=0.95"}
+    assert _changed(config, LOCAL, local) == {**config, "graph": local}
+    fitted = _changed(config, FITTED, local)
+    assert fitted["graph"] == config["graph"] and fitted["hardware"]["profile"] == str(FITTED_PROFILE)
+    both = _changed(config, FITTED_LOCAL, local)
+    assert both["graph"] == local and both["hardware"]["profile"] == str(FITTED_PROFILE)
+    assert both["hardware"]["machines"] == 4
+    assert FITTED_PROFILE.is_file()  # committed by `gnnwb calibrate --published` beside its figures
+
+
+def _ablation_rows() -> pd.DataFrame:
+    from studies.study_hopgnn import FITTED, FITTED_LOCAL
+
+    # DGL 2 s everywhere; the variants' times chosen so each run's speedups are easy to read.
+    times = {
+        ("ablation", None): {"+MG": 4.0, "+PG": 2.0, "All": 2.0},
+        ("local-ablation", None): {"+MG": 2.0, "+PG": 1.6, "All": 1.6},
+        ("fitted-ablation", FITTED): {"+MG": 4.0, "+PG": 2.0, "All": 2.0},
+        ("fitted-ablation", FITTED_LOCAL): {"+MG": 2.0, "+PG": 1.0, "All": 0.5},
+    }
+    rows = []
+    for (part, change), variants in times.items():
+        for variant, epoch in {"DGL": 2.0, **variants}.items():
+            rows.append({"part": part, "change": change, "variant": variant, "epoch_s": epoch})
+    return pd.DataFrame(rows)
+
+
+def test_local_ablation_table_has_a_row_per_graph_and_testbed():
+    from studies.study_hopgnn import local_ablation_table
+
+    table = local_ablation_table(_ablation_rows())
+    assert list(table["testbed"]) == ["hopgnn-4xa100-10gbe"] * 2 + ["fitted to paper 003"] * 2
+    assert list(table["graph"]) == ["products-like", LOCAL, "products-like", LOCAL]
+    assert list(table["DGL / +MG"]) == pytest.approx([0.5, 1.0, 0.5, 1.0])
+    assert list(table["DGL / All"]) == pytest.approx([1.0, 1.25, 1.0, 4.0])
+
+
+def test_fitted_sentence_judges_each_variant_with_both_causes_changed_by_the_verdict_rule():
+    from studies.study_hopgnn import _fitted_sentence, local_ablation_table
+
+    text = _fitted_sentence(local_ablation_table(_ablation_rows()))
+    # +MG 1.0x against the paper's 1.69x: no faster (contradicted); +PG 2.0x against 1.92x
+    # (within 1.5x: reproduced); All 4.0x against 2.14x (more than 1.5x above: direction only).
+    assert "+MG 1.00x (contradicted; paper 1.69x)" in text
+    assert "+PG 2.00x (reproduced; paper 1.92x)" in text
+    assert "All 4.00x (direction only; paper 2.14x)" in text
