@@ -39,12 +39,26 @@ def bar_chart(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if log:
-        ax.set_yscale("log")
+        _log_axis(ax.yaxis)
     ax.set_title(title, fontsize=10)
     _legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def _log_axis(axis: Any) -> None:
+    """A logarithmic axis labelled 1, 2, 5, 10, ... in plain numbers: ratios spanning less than two
+    decades get one or two powers of ten as labels otherwise, and read as unlabelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    if axis.axis_name == "y":
+        axis.axes.set_yscale("log")
+    else:
+        axis.axes.set_xscale("log")
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _legend_outside(ax: Any) -> None:
@@ -65,7 +79,7 @@ def line_chart(
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
-        ax.set_yscale("log")
+        _log_axis(ax.yaxis)
     if pd.api.types.is_integer_dtype(table.index) and not logx:
         # Counts (machines, GPUs) get a tick at each measured count, never 2.5 machines.
         ax.set_xticks(table.index.to_numpy())
