@@ -49,7 +49,6 @@ def write_study_page(run: StudyRun, record: bool = False) -> Path:
     if record and not run.full:
         raise ConfigError(f"study {study.name}: --record records full mode's verdicts; add --full")
     page: ReportPage = study.analyze(run.results, run.folder)
-    configs = _point_configs(run.folder)
     page.add(
         "What ran",
         f"{mode_name(run.full).capitalize()} mode: {len(run.results)} points ({run.computed} computed in this "
@@ -57,8 +56,9 @@ def write_study_page(run: StudyRun, record: bool = False) -> Path:
         f"results version {RESULTS_VERSION}; page written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. The "
         "configuration of the first point (every point's is in its JSON file):",
     )
-    if configs:
-        page.add("Configuration of the first point", code=json.dumps(configs[0], indent=1))
+    if run.first_config:
+        # This mode's own first point: the points folder holds both modes' results.
+        page.add("Configuration of the first point", code=json.dumps(run.first_config, indent=1))
     verdicts = verdict_record(study, page, run.full, len(run.results))
     modes = compare_modes(page, study, run.full, other_mode_record(run))
     path = page.write(run.folder)
@@ -210,16 +210,6 @@ def _mode_line(section: Section, record: dict[str, Any], how: str, study: Study)
     return f"{line}; quick and full disagree: {why or 'no reason recorded.'}", True
 
 
-def _point_configs(folder: Path) -> list[dict]:
-    out = []
-    for path in sorted((folder / "points").glob("*.json"))[:1]:
-        try:
-            out.append(json.loads(path.read_text())["point"]["config"])
-        except (OSError, KeyError, json.JSONDecodeError):
-            continue
-    return out
-
-
 def rebuild(reports: Path) -> Path:
     """Every study's page from whatever results are stored (the full grid where it is complete,
     else the quick one), then the index. A study with no stored result is left out."""
@@ -232,6 +222,7 @@ def rebuild(reports: Path) -> Path:
                 # Each row with its own point's labels, as run_study gives them: a configuration
                 # shared by two points of the grid is stored once, under the first one's labels.
                 table = pd.DataFrame([{**r, **p.label} for r, p in zip(rows, points, strict=True)])  # type: ignore[dict-item]
-                write_study_page(StudyRun(study, table, 0, len(rows), folder, full))
+                first = points[0].config if points else {}
+                write_study_page(StudyRun(study, table, 0, len(rows), folder, full, first))
                 break
     return update_index(reports)

@@ -251,6 +251,7 @@ class StudyRun:
     reused: int
     folder: Path
     full: bool
+    first_config: dict[str, Any]  # the grid's first point's configuration, shown on the page
 
 
 def study_folder(reports: Path, name: str) -> Path:
@@ -325,7 +326,8 @@ def run_study(
     # Each row carries its own point's grid labels (a configuration shared by two points of the
     # grid, say a baseline in two plots, is computed and stored once).
     table = pd.DataFrame([{**results[p.key], **p.label} for p in points])
-    return StudyRun(study, table, len(pending), len(points) - len(pending), folder, full)
+    first = points[0].config if points else {}
+    return StudyRun(study, table, len(pending), len(points) - len(pending), folder, full, first)
 
 
 def _local_executor(jobs: int | None) -> Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]]:
