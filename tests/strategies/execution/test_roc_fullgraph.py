@@ -250,3 +250,31 @@ def test_a_partition_too_big_for_one_operator_is_named_with_numbers():
         match=r"part 0 on m0.gpu0 \([\d,]+ vertices\): memory policy 'dpmm': operator 'gather\d' .* needs",
     ):
         prepare_run(cfg, graph=skewed_graph(n=8000, hubs=800)).plan()
+
+
+def test_under_a_memory_policy_owners_load_and_add_the_halo_gradients_readers_wrote_back():
+    # The tiny graph under streaming (one machine: the write-backs are the exchange). Part 0's rows
+    # 0 and 2 are in part 1's halo, all three of part 1's in part 0's: each owner loads the layer-1
+    # gradients of those rows (256 floats each) with their positions (one int64 each), after the
+    # reader wrote them back, and adds them into its own before its layer-0 backward.
+    prepared = tiny_run()
+    data = prepared.config.to_dict()
+    data["execution"] = {"name": "roc-fullgraph", "memory_policy": "streaming", "gpu_memory": "64MiB"}
+    prepared = prepare_run(config_from_dict(data), graph=prepared.inputs.graph)
+    plan = prepared.scheme.plan_iteration(prepared.inputs, 0)
+    tasks = {t.id: t for t in plan.tasks}
+    for owner, reader, sent in ((0, 1, 2), (1, 0, 3)):
+        mine, theirs = f"i0.w{owner}", f"i0.w{reader}"
+        load = tasks[f"{mine}.halo_grad1.load.grad_readers1"]
+        assert (load.phase, load.src, load.dst, load.bytes) == (
+            "h2d",
+            "m0.host",
+            f"m0.gpu{owner}",
+            sent * 1024,
+        )
+        assert f"{theirs}.gather2.bwd.wb.grad_halo1" in load.deps
+        assert tasks[f"{mine}.halo_grad1.load.sent_rows"].bytes == sent * 8
+        assert tasks[f"{mine}.halo_grad1"].phase == "backward"
+        assert f"{mine}.halo_grad1" in tasks[f"{mine}.update1.bwd"].deps
+        assert not [d for d in tasks[f"{mine}.update1.bwd"].deps if d.startswith(theirs)]
+    simulate(plan, prepared.cluster)

@@ -65,6 +65,22 @@ def test_halo_vertices_add_host_activations_and_gradients_sent_back() -> None:
     assert "halo1" in graph.host_tensors
 
 
+def test_rows_other_parts_read_bring_their_gradients_back_to_be_added() -> None:
+    # 10 own vertices, 6 of whose rows sit in other parts' halos (counted once per reader).
+    graph = operator_graph(build_model("gcn", 8, 3, hidden=4), 10, 30, num_src=15, num_sent=6)
+    sizes = {t.name: t.bytes for t in graph.tensors}
+    assert sizes["sent_rows"] == 6 * 8 and sizes["grad_readers1"] == 6 * 4 * 4
+    assert sizes["grad_local1"] == sizes["grad_h1"] == 10 * 4 * 4
+    ops = [(op.name, op.reads, op.writes) for op in graph.operators]
+    assert ops[-3:] == [
+        ("gather2.bwd", ("graph", "grad_agg2"), ("grad_local1", "grad_halo1")),
+        ("halo_grad1", ("grad_local1", "sent_rows", "grad_readers1"), ("grad_h1",)),
+        ("update1.bwd", ("grad_h1", "agg1", "W1", "h1"), ("grad_W1",)),
+    ]
+    assert {"sent_rows", "grad_readers1"} <= graph.host_tensors
+    assert count_valid_states(graph.pred_masks, 10**6) == len(graph.operators) + 1  # still a chain
+
+
 @pytest.mark.parametrize(
     ("family", "layers"), [("gcn", 3), ("resgcn", 16), ("gin", 2), ("sage", 3), ("commnet", 2), ("gcn", 1)]
 )

@@ -116,6 +116,11 @@ class PartLayout:
         return sum(self.halo.values())
 
     @property
+    def num_sent(self) -> int:
+        """Rows of the part that other parts' halos hold, once per reader."""
+        return sum(int(rows.shape[0]) for rows in self.send_rows.values())
+
+    @property
     def label(self) -> str:
         """``[start, end)`` for a contiguous part (what ROC's partitioner makes), else a count."""
         v = self.vertices
@@ -280,9 +285,10 @@ def policy_halo(
 ) -> list[HaloTransfer]:
     """Parts streamed through host memory by a memory policy: a reader's load of a halo tensor
     waits for the owners' write-backs (layer 0: the input features, there from the start), and an
-    owner's backward through layer ``l`` for the halo gradients the readers wrote back. Between
-    machines the rows also cross the network host to host; within one, the write-back is the
-    exchange (no copy). Reader by reader, owner by owner: forward layers, then gradients."""
+    owner's load of the halo gradients of its rows (``grad_readers{l}``, which its ``halo_grad{l}``
+    adds into its own) for the readers' write-backs of them. Between machines the rows also cross
+    the network host to host; within one, the write-back is the exchange (no copy). Reader by
+    reader, owner by owner: forward layers, then gradients."""
     out: list[HaloTransfer] = []
     emitted = [_emitted_ids(part) for part in parts]
     for part in parts:
@@ -321,15 +327,15 @@ def _policy_gradients(
     inputs: SchemeInputs, reader: PartSchedule, owner: PartSchedule, emitted: list[set[str]]
 ) -> list[HaloTransfer]:
     """The halo gradients of layers above 0: the reader's write-back of ``grad_halo{l}``, read by the
-    owner's first operator that reads ``grad_h{l}``."""
+    owner's load of ``grad_readers{l}`` (the gradients of its rows every reader wrote back)."""
     out = []
     graph = reader.memory.graph  # type: ignore[union-attr]
     writer = {y: op.name for op in graph.operators for y in op.writes}
     count = reader.layout.halo[owner.part]
     for layer in range(1, inputs.model.num_layers):
-        tensor = f"grad_halo{layer}"
+        tensor, arriving = f"grad_halo{layer}", f"grad_readers{layer}"
         wb = RocTaskIds.write_back(reader.prefix, writer.get(tensor, ""), tensor)
-        consumer = RocTaskIds.operator(owner.prefix, _reader_of(owner.memory.graph, f"grad_h{layer}"))  # type: ignore[union-attr]
+        consumer = RocTaskIds.load(owner.prefix, _reader_of(owner.memory.graph, arriving), arriving)  # type: ignore[union-attr]
         if wb not in emitted[reader.part] or consumer not in emitted[owner.part]:
             continue
         task = RocTaskIds.host_copy(owner.prefix, tensor, reader.part)

@@ -176,6 +176,7 @@ class RocFullGraphScheme(ExecutionScheme):
             lay.num_vertices,
             lay.edges,
             num_src=lay.num_vertices + lay.halo_vertices,
+            num_sent=lay.num_sent,
             name=f"part {p}",
         )
         try:
@@ -303,7 +304,11 @@ class RocFullGraphScheme(ExecutionScheme):
         layouts = self.layouts(inputs)
         graphs = [
             operator_graph(
-                inputs.model, lay.num_vertices, lay.edges, num_src=lay.num_vertices + lay.halo_vertices
+                inputs.model,
+                lay.num_vertices,
+                lay.edges,
+                num_src=lay.num_vertices + lay.halo_vertices,
+                num_sent=lay.num_sent,
             )
             for lay in layouts
         ]

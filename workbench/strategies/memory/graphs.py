@@ -19,7 +19,13 @@ that aggregate over ``E`` in-edges from ``N_src`` source vertices (``N`` own plu
 ``agg{l}``       ``N * d_{l-1}``                   gathered neighbours of layer ``l``
 ``h{l}``         ``N * d_l``                       layer ``l``'s output (``h{L}``: the logits)
 ``grad_*``       the size of what they differentiate  gradients; ``grad_W{l}`` are step outputs
+``sent_rows``    ``S * INDEX_BYTES``               positions of the part's rows in other partitions'
+                                                   halos, reader by reader (host), when ``S > 0``
+``grad_readers{l}`` ``S * d_l``                    the gradients of those rows that the readers
+                                                   wrote back (host: other partitions wrote them)
 =============== ================================ ===========================================
+
+``S`` (``num_sent``) counts the part's rows that other partitions read, once per reader.
 
 Operators, layer ``l = 1..L`` (``layer = l - 1`` in the plan):
 
@@ -36,6 +42,10 @@ Operators, layer ``l = 1..L`` (``layer = l - 1`` in the plan):
   and ``grad_agg{l}`` (plus ``grad_self{l}``, and ``grad_h{l}`` for a residual
   layer's skip path); writes ``grad_h{l-1}`` and ``grad_halo{l-1}``, the halo
   vertices' share that goes back to their owners.
+* ``halo_grad{l-1}`` (``S > 0``: other partitions read the part's rows): then ``gather{l}.bwd``
+  writes ``grad_local{l-1}``, its own aggregation's share, and this operator reads it with
+  ``sent_rows`` and ``grad_readers{l-1}`` and writes ``grad_h{l-1}``: the readers' shares added
+  in at the rows they read, so that the layer below differentiates the whole graph's loss.
 
 Every operator reads the previous one's output, so the step is a chain: one
 execution order, and ``dpmm``'s state space is only its cached sets.
@@ -58,12 +68,20 @@ def operator_graph(
     num_edges: int,
     *,
     num_src: int | None = None,
+    num_sent: int = 0,
     name: str | None = None,
 ) -> OperatorGraph:
     """One training step of ``model`` on a partition of ``num_vertices`` vertices and
-    ``num_edges`` in-edges whose sources span ``num_src`` vertices (default: no halo)."""
+    ``num_edges`` in-edges whose sources span ``num_src`` vertices (default: no halo), of which
+    other partitions read ``num_sent`` rows (counted once per reader; default none)."""
     src = num_vertices if num_src is None else num_src
-    for label, value in (("num_vertices", num_vertices), ("num_edges", num_edges), ("num_src", src)):
+    sizes = (
+        ("num_vertices", num_vertices),
+        ("num_edges", num_edges),
+        ("num_src", src),
+        ("num_sent", num_sent),
+    )
+    for label, value in sizes:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"operator_graph: {label} must be a whole number >= 0, got {value!r}")
     if num_vertices < 1:
@@ -78,12 +96,12 @@ def operator_graph(
             raise ConfigError(
                 f"operator_graph: {layer.kind} layers are not modelled; supported: {', '.join(SUPPORTED_KINDS)}"
             )
-    return _Builder(model, num_vertices, num_edges, src, name or f"{model.name}-step").build()
+    return _Builder(model, num_vertices, num_edges, src, num_sent, name or f"{model.name}-step").build()
 
 
 class _Builder:
-    def __init__(self, model: ModelSpec, n: int, e: int, src: int, name: str) -> None:
-        self.model, self.n, self.e, self.src, self.name = model, n, e, src, name
+    def __init__(self, model: ModelSpec, n: int, e: int, src: int, sent: int, name: str) -> None:
+        self.model, self.n, self.e, self.src, self.sent, self.name = model, n, e, src, sent, name
         self.tensors: dict[str, Tensor] = {}
         self.ops: list[Operator] = []
 
@@ -163,7 +181,8 @@ class _Builder:
                 reads.append(grad)  # the skip path's gradient adds to the gathered one
                 if d_in != layer.output_width:
                     reads.append(f"W{l}")
-            grad_prev = self.act(f"grad_h{l - 1}", n, d_in, "gradients")
+            own = f"grad_local{l - 1}" if self.sent else f"grad_h{l - 1}"
+            grad_prev = self.act(own, n, d_in, "gradients")
             writes = [grad_prev] + ([self.act(f"grad_halo{l - 1}", halo, d_in, "gradients")] if halo else [])
             self.op(
                 f"gather{l}.bwd",
@@ -176,8 +195,20 @@ class _Builder:
                 in_dim=d_in,
                 out_dim=d_in,
             )
-            grad = grad_prev
+            grad = self.halo_gradients(l - 1, d_in, grad_prev) if self.sent else grad_prev
         return OperatorGraph(tuple(self.ops), tuple(self.tensors.values()), self.name)
+
+    def halo_gradients(self, layer: int, width: int, local: str) -> str:
+        """``halo_grad{layer}``: the readers' gradients of the part's rows added into its own
+        (``local``); returns the whole gradient, ``grad_h{layer}``."""
+        rows = self.tensor("sent_rows", self.sent * INDEX_BYTES, "adjacency")
+        readers = self.act(f"grad_readers{layer}", self.sent, width, "gradients")
+        whole = self.act(f"grad_h{layer}", self.n, width, "gradients")
+        self.op(
+            f"halo_grad{layer}", [local, rows, readers], [whole], "backward", layer,
+            self.sent * width, in_dim=width, out_dim=width,
+        )  # fmt: skip
+        return whole
 
     # ---- the transform half of a layer, forward and backward ------------------------
     def weights(self, l: int, layer: LayerSpec) -> list[str]:  # noqa: E741
