@@ -54,7 +54,7 @@ def test_defaults_and_round_trip() -> None:
     "patch, message",
     [
         ({"graph": {"scale": -1}}, "graph.scale must be positive"),
-        ({"graph": {"order": "zigzag"}}, "graph.order 'zigzag'; allowed: as-is, degree"),
+        ({"graph": {"order": "zigzag"}}, "graph.order 'zigzag'; allowed: as-is, degree, metis"),
         ({"model": {"name": "transformer"}}, "model.name: unknown model 'transformer'; allowed: gcn"),
         ({"model": {"hidden": "wide"}}, "model.hidden must be an integer"),
         ({"model": {"fanouts": [5]}}, r"\[model\] fanouts: fanouts live in \[sampling\]"),
