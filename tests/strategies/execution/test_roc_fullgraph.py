@@ -278,3 +278,14 @@ def test_under_a_memory_policy_owners_load_and_add_the_halo_gradients_readers_wr
         assert f"{mine}.halo_grad1" in tasks[f"{mine}.update1.bwd"].deps
         assert not [d for d in tasks[f"{mine}.update1.bwd"].deps if d.startswith(theirs)]
     simulate(plan, prepared.cluster)
+
+
+def test_a_capacity_below_one_tensor_names_the_tensor_in_one_line():
+    # The tiny graph's layer-0 weights: (16 x 256 + 256) floats = 17,408 bytes, more than 4 KiB.
+    data = tiny_run().config.to_dict()
+    data["execution"] = {"name": "roc-fullgraph", "memory_policy": "lru", "gpu_memory": "4KiB"}
+    with pytest.raises(ConfigError) as caught:
+        prepare_run(config_from_dict(data), graph=tiny_run().inputs.graph).plan()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "tensor 'W1' alone is 17,408 bytes" in message and "gpu_memory" in message

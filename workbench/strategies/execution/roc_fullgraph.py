@@ -52,7 +52,7 @@ from workbench.strategies.execution._roc_schedule import (
     transfer_phase,
 )
 from workbench.strategies.execution.base import ExecutionScheme, SchemeInputs, add_gradient_sync
-from workbench.strategies.memory.base import MemorySchedule
+from workbench.strategies.memory.base import MemorySchedule, OperatorGraph, describe_bytes
 
 __all__ = [
     "RESIDENT",
@@ -179,11 +179,13 @@ class RocFullGraphScheme(ExecutionScheme):
             num_sent=lay.num_sent,
             name=f"part {p}",
         )
+        capacity = self._capacity(inputs, p)
         try:
-            return self.policy.schedule(graph, self._capacity(inputs, p))  # type: ignore[union-attr]
+            return self.policy.schedule(graph, capacity)  # type: ignore[union-attr]
         except ConfigError as exc:
             raise ConfigError(
                 f"part {p} on {inputs.workers[p]} ({lay.num_vertices:,} vertices): {exc}"
+                f"{_tensor_over(graph, capacity)}"
             ) from None
 
     def build(self, inputs: SchemeInputs) -> Plan:
@@ -332,6 +334,18 @@ class RocFullGraphScheme(ExecutionScheme):
         return inputs.cluster.gpu(inputs.workers[p]).memory_bytes - inputs.model.training_state_bytes(
             inputs.optimizer
         )
+
+
+def _tensor_over(graph: OperatorGraph, capacity: int) -> str:
+    """What to add to a capacity error when one tensor alone is larger than the capacity (no
+    policy can place it, whatever the partition's operators): that tensor, named."""
+    biggest = max(graph.tensors, key=lambda t: t.bytes)
+    if biggest.bytes <= capacity:
+        return ""
+    return (
+        f"; its tensor {biggest.name!r} alone is {describe_bytes(biggest.bytes)}, more than the "
+        f"capacity ([execution] gpu_memory)"
+    )
 
 
 def _add_features(plan: Plan, schedule: IterationSchedule, after: list[str]) -> dict[int, list[str]]:
