@@ -94,6 +94,18 @@ def _median_factor(rows: pd.DataFrame) -> str:
     return f"{pd.Series(factors).median():.2f}x" if factors else "-"
 
 
+# Per paper: the study page and section whose ablation measures what moves its headline figures.
+CAUSES = {
+    "000_roc": ("roc-memory", "Where quick and full differ (ablation of the settings the modes differ in)"),
+    "001_neugraph": ("neugraph", "What moves the figures toward the paper's (ablation of setting elements)"),
+    "002_song_jiang": (
+        "placement",
+        "What moves the figures toward the slides' (ablation of one element at a time)",
+    ),
+    "003_hopgnn": ("hopgnn", "Ablation of the graph's locality and the testbed (Fig. 13's variants, GAT)"),
+}
+
+
 def _paper_sections(page: ReportPage, record: dict[str, Any], folder: Path) -> None:
     paper = record["paper"]
     text = f"{record['title']}. Testbed {record['hardware']}. "
@@ -114,6 +126,12 @@ def _paper_sections(page: ReportPage, record: dict[str, Any], folder: Path) -> N
     else:
         text += f"{record['status']}: nothing is simulated (the reasons are in the table). "
     text += " ".join(record.get("notes") or [])
+    if paper in CAUSES:
+        study, section = CAUSES[paper]
+        text += (
+            f" Where a held-out headline misses here, its cause is measured on the {study} study's page "
+            f"(reports/studies/{study}/index.html), section '{section}'."
+        )
     page.add(f"Paper {paper}", text, table=_figure_table(record["rows"]))
     for row in record["rows"]:
         judgement = _judgement(paper, row, bool(record.get("fitted")))
