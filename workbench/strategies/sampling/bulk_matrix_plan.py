@@ -8,6 +8,11 @@ would run to produce them, so the simulator can time the paper's two algorithms.
 counts come from the sparsity of the actual sampled frontiers, not from averages.
 :func:`sampled_bulk_plan` builds the same plan for GraphSAGE minibatches sampled
 already (the ``bulk-pipeline`` execution scheme plans a run's cached epoch with it).
+GraphSAGE's plans are built from the decisions of
+:mod:`~workbench.strategies.sampling.bulk_matrix_schedule` (:func:`sampled_bulk_schedule`:
+which rows each process fetches from which owner in which step, how each process row sums its
+partial products, every message's bytes and task id), the records a real run carries out too;
+LADIES' plans make the same records layer by layer with the same helpers.
 
 Data layout (section 5 and 6.1): the stacked sampler matrix ``Q`` of the ``k`` batches
 is split into block rows along batch boundaries (batch ``b`` belongs to block row
@@ -84,7 +89,7 @@ multiply-add of the SpGEMM), ``bytes`` (sparse entries read and written), ``edge
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,7 +101,40 @@ from workbench.hardware.spec import ClusterSpec
 from workbench.plan import Plan
 from workbench.strategies.sampling.base import Minibatch, check_seeds
 from workbench.strategies.sampling.bulk_matrix import BulkMatrixSampler, batch_indicator_matrix
+from workbench.strategies.sampling.bulk_matrix_schedule import (
+    BulkSamplingSchedule,
+    LayerSchedule,
+    PairRound,
+    ProcessGrid,
+    RowFetch,
+    RowProduct,
+    Sizes,
+    batch_rows,
+    csr_bytes,
+    graphsage_schedule,
+    layer_prefix,
+    pairwise_rounds,
+    process_task,
+    product_fetches,
+    ring_sum,
+    ring_task,
+    spgemm_task,
+    vertex_blocks,
+)
 from workbench.strategies.sampling.ladies import normalized_adjacency
+
+__all__ = [
+    "MODES",
+    "ROW_ALLREDUCES",
+    "SCHEDULES",
+    "BulkSamplingPlan",
+    "batch_rows",
+    "bulk_sampling_plan",
+    "csr_bytes",
+    "sampled_bulk_plan",
+    "sampled_bulk_schedule",
+    "vertex_blocks",
+]
 
 MODES = ("replicated", "partitioned-1.5d")
 # How the 1.5D product's row fetches are ordered: all at once, or in the paper's P/c^2 dependent steps.
@@ -115,20 +153,8 @@ class BulkSamplingPlan:
     plan: Plan
     minibatches: list[Minibatch]
     bytes_by_kind: dict[str, int] = field(default_factory=dict)
-
-
-def vertex_blocks(num_nodes: int, parts: int) -> np.ndarray:
-    """Boundaries of ``parts`` contiguous, equal vertex ranges (block ``t`` is ``[b[t], b[t+1])``)."""
-    return (np.arange(parts + 1, dtype=np.int64) * num_nodes) // parts
-
-
-def batch_rows(num_batches: int, parts: int) -> np.ndarray:
-    """Block row of each batch: contiguous, as equal as possible."""
-    return (np.arange(num_batches, dtype=np.int64) * parts) // max(num_batches, 1)
-
-
-def csr_bytes(rows: int, nnz: int, index_bytes: int, value_bytes: int) -> int:
-    return nnz * (index_bytes + value_bytes) + (rows + 1) * index_bytes
+    # GraphSAGE's decisions, which the plan was built from (None for LADIES).
+    schedule: BulkSamplingSchedule | None = None
 
 
 def bulk_sampling_plan(
@@ -161,6 +187,11 @@ def bulk_sampling_plan(
     if not checked:
         raise ConfigError(f"{who}: no batches to sample")
     minibatches = sampler.sample_many(graph, checked, rng)
+    decided = None
+    if sampler.algorithm == "graphsage":
+        decided = _graphsage_schedule(
+            graph, minibatches, devs, mode, replication, index_bytes, value_bytes, schedule, row_allreduce
+        )
     builder = _PlanBuilder(
         graph,
         minibatches,
@@ -173,9 +204,10 @@ def bulk_sampling_plan(
         value_bytes,
         schedule,
         row_allreduce,
+        decided,
     )
     builder.build()
-    return BulkSamplingPlan(builder.plan, minibatches, builder.bytes_by_kind)
+    return BulkSamplingPlan(builder.plan, minibatches, builder.bytes_by_kind, decided)
 
 
 def sampled_bulk_plan(
@@ -194,8 +226,38 @@ def sampled_bulk_plan(
     """The plan of GraphSAGE bulk sampling that produces ``minibatches``, sampled already (a cached epoch).
 
     Node-wise minibatches only (GraphSAGE's matrices are fixed by the blocks; LADIES' plan
-    also needs its layer sizes, so it goes through :func:`bulk_sampling_plan`).
+    also needs its layer sizes, so it goes through :func:`bulk_sampling_plan`). The plan is
+    built from :func:`sampled_bulk_schedule`'s decisions, returned beside it.
     """
+    decided = sampled_bulk_schedule(
+        graph, minibatches, cluster, mode=mode, replication=replication, devices=devices,
+        index_bytes=index_bytes, value_bytes=value_bytes, schedule=schedule, row_allreduce=row_allreduce,
+    )  # fmt: skip
+    mbs = list(minibatches)
+    builder = _PlanBuilder(
+        graph, mbs, "graphsage", None, list(decided.grid.devices), mode, replication, index_bytes, value_bytes,
+        schedule, row_allreduce, decided,
+    )  # fmt: skip
+    builder.build()
+    return BulkSamplingPlan(builder.plan, mbs, builder.bytes_by_kind, decided)
+
+
+def sampled_bulk_schedule(
+    graph: CSRGraph,
+    minibatches: Sequence[Minibatch],
+    cluster: ClusterSpec,
+    *,
+    mode: str = "replicated",
+    replication: int = 1,
+    devices: Sequence[str] | None = None,
+    index_bytes: int = 8,
+    value_bytes: int = 4,
+    schedule: str = "overlapped",
+    row_allreduce: str = "ring",
+) -> BulkSamplingSchedule:
+    """The decisions of GraphSAGE bulk sampling that produces ``minibatches`` (sampled already): who
+    fetches which rows from whom in which step, how each process row sums, every message's bytes
+    and task id. :func:`sampled_bulk_plan` plans them; a real run carries them out."""
     who = "sampled_bulk_plan"
     devs = _check_layout(who, cluster, devices, mode, replication, index_bytes, value_bytes)
     _check_schedule(who, mode, replication, schedule, row_allreduce)
@@ -207,21 +269,21 @@ def sampled_bulk_plan(
             f"{who}: the minibatches have weighted blocks (a layer-wise sampler such as LADIES); "
             "this plans node-wise (GraphSAGE) minibatches: sample LADIES through bulk_sampling_plan"
         )
-    builder = _PlanBuilder(
-        graph,
-        mbs,
-        "graphsage",
-        None,
-        devs,
-        mode,
-        replication,
-        index_bytes,
-        value_bytes,
-        schedule,
-        row_allreduce,
+    return _graphsage_schedule(
+        graph, mbs, devs, mode, replication, index_bytes, value_bytes, schedule, row_allreduce
     )
-    builder.build()
-    return BulkSamplingPlan(builder.plan, mbs, builder.bytes_by_kind)
+
+
+def _graphsage_schedule(
+    graph: CSRGraph, minibatches: Sequence[Minibatch], devices: list[str], mode: str, replication: int,
+    index_bytes: int, value_bytes: int, schedule: str, row_allreduce: str,
+) -> BulkSamplingSchedule:  # fmt: skip
+    grid = ProcessGrid.of(mode, replication, devices, graph.num_nodes)
+    partitioned = mode == "partitioned-1.5d"
+    return graphsage_schedule(
+        graph, minibatches, grid, Sizes(index_bytes, value_bytes),
+        stepped=partitioned and schedule == "stepped", pairwise=partitioned and row_allreduce == "pairwise",
+    )  # fmt: skip
 
 
 def _check_layout(
@@ -274,6 +336,10 @@ def _check_schedule(who: str, mode: str, replication: int, schedule: str, row_al
 
 
 class _PlanBuilder:
+    """Turns the decisions into tasks with costs and dependencies: GraphSAGE's from ``decided``
+    (:func:`.bulk_matrix_schedule.graphsage_schedule`, the records a real run carries out too),
+    LADIES' from the same records, made layer by layer by the schedule module's helpers."""
+
     def __init__(
         self,
         graph: CSRGraph,
@@ -287,6 +353,7 @@ class _PlanBuilder:
         value_bytes: int,
         schedule: str = "overlapped",
         row_allreduce: str = "ring",
+        decided: BulkSamplingSchedule | None = None,
     ) -> None:
         self.graph = graph
         self.mbs = minibatches
@@ -294,12 +361,18 @@ class _PlanBuilder:
         self.layer_sizes = layer_sizes
         self.devices = devices
         self.mode = mode
-        self.c = replication if mode == "partitioned-1.5d" else 1
-        self.rows = len(devices) // self.c if mode == "partitioned-1.5d" else len(devices)
+        self.decided = decided
+        self.grid = (
+            decided.grid
+            if decided is not None
+            else ProcessGrid.of(mode, replication, devices, graph.num_nodes)
+        )
+        self.sizes = Sizes(index_bytes, value_bytes)
+        self.c = self.grid.c
+        self.rows = self.grid.rows
         self.ib = index_bytes
         self.vb = value_bytes
         partitioned = mode == "partitioned-1.5d"
-        self.stepped = partitioned and schedule == "stepped"
         self.pairwise = partitioned and row_allreduce == "pairwise"
         self.bytes_by_kind: dict[str, int] = {"request": 0, "rows": 0, "allreduce": 0}
         self.plan = Plan(
@@ -329,10 +402,10 @@ class _PlanBuilder:
             )
             self.row_nnz = graph.in_degrees()
         self.batch_row = batch_rows(len(minibatches), self.rows)
-        self.bounds = vertex_blocks(graph.num_nodes, self.rows)
+        self.bounds = self.grid.bounds
 
     def device(self, i: int, j: int) -> str:
-        return self.devices[i * self.c + j]
+        return self.grid.device(i, j)
 
     # ---- building ---------------------------------------------------------------------
     def build(self) -> None:
@@ -361,7 +434,8 @@ class _PlanBuilder:
         dsts_of = {i: [self.mbs[b].blocks[layer].dst_nodes for b in mine] for i, mine in mine_of.items()}
         # The paper's steps span process rows (one owner serves its whole column), so they are
         # laid out for every row first; the overlapped fetches are added row by row below.
-        fetched = self.stepped_fetches(step, "P", dsts_of, previous) if self.stepped else None
+        lay = self.decided.layers[step] if self.decided is not None else None
+        fetched = self.emit_stages(lay, previous) if lay is not None and lay.stages else None
         for i, mine in mine_of.items():
             dsts = dsts_of[i]
             blocks = [self.mbs[b].blocks[layer] for b in mine]
@@ -374,14 +448,15 @@ class _PlanBuilder:
                 sampled = self.layer_sizes[layer] * len(mine)
             else:
                 sampled = int(sum(b.num_edges for b in blocks))
-            prefix = f"l{step}.r{i}"
+            prefix = layer_prefix(step, i)
             after_product = self.distributed_product(
-                prefix, "P", i, dsts, q_rows, p_nnz, previous, one_entry_rows=not self.ladies, fetched=fetched
-            )
+                prefix, "P", i, dsts, q_rows, p_nnz, previous, one_entry_rows=not self.ladies, fetched=fetched,
+                product=lay.product(i) if lay is not None else None,
+            )  # fmt: skip
             sample_ids = {}
             for j in self.processes(i):
                 dev = self.device(i, j)
-                tid = f"{prefix}.p{j}.sample"
+                tid = process_task(prefix, j, "sample")
                 self.plan.compute(
                     tid,
                     dev,
@@ -411,7 +486,7 @@ class _PlanBuilder:
         edges = int(sum(b.num_edges for b in blocks))
         vertices = int(sum(b.num_src for b in blocks))
         for j in self.processes(i):
-            tid = f"{prefix}.p{j}.extract"
+            tid = process_task(prefix, j, "extract")
             self.plan.compute(
                 tid,
                 self.device(i, j),
@@ -431,56 +506,37 @@ class _PlanBuilder:
         return range(self.c)
 
     def column_blocks(self, i: int, j: int) -> list[int]:
-        """Column blocks ``t`` process ``(i, j)`` multiplies: ``t = j, j + c, ...`` (replicated: its own)."""
-        if self.mode == "partitioned-1.5d":
-            return [t for t in range(self.rows) if t % self.c == j]
-        return [i]
+        return self.grid.column_blocks(i, j)
 
-    def rows_needed(self, dsts: list[np.ndarray]) -> dict[int, np.ndarray]:
-        """Per column block ``t``, the distinct column ids of ``Q_i`` in it: the rows of ``A_t`` needed."""
-        columns = np.unique(np.concatenate(dsts)) if dsts else np.empty(0, dtype=np.int64)
-        block_of_col = np.searchsorted(self.bounds, columns, side="right") - 1
-        return {int(t): columns[block_of_col == t] for t in np.unique(block_of_col)}
-
-    def fetch_rows(
-        self, prefix: str, what: str, i: int, j: int, t: int, need: np.ndarray, deps: list[str]
-    ) -> str:
-        """Process ``(i, j)`` asks ``(t, j)`` for rows ``need`` of ``A_t`` and gets them; returns the reply's id."""
-        dev, owner = self.device(i, j), self.device(t, j)
-        request = int(need.shape[0]) * self.ib
-        reply = int(self.row_nnz[need].sum()) * (self.ib + self.vb) + int(need.shape[0]) * self.ib
-        rid = f"{prefix}.{what}.p{j}.t{t}.request"
+    def emit_fetch(self, f: RowFetch, deps: list[str]) -> str:
+        """Process ``(f.i, f.j)`` asks ``(f.t, f.j)`` for its rows of ``A_t`` and gets them; returns the reply's id."""
+        dev, owner = self.device(f.i, f.j), self.device(f.t, f.j)
         self.plan.transfer(
-            rid, dev, owner, request, "sample", deps=deps, carries="indices",
-            label=f"column ids of Q_{i},{t} (rows of A_{t} needed)", items=int(need.shape[0]),
+            f.request, dev, owner, f.request_bytes, "sample", deps=deps, carries="indices",
+            label=f"column ids of Q_{f.i},{f.t} (rows of A_{f.t} needed)", items=f.rows,
         )  # fmt: skip
-        did = f"{prefix}.{what}.p{j}.t{t}.rows"
         self.plan.transfer(
-            did, owner, dev, reply, "sample", deps=[rid], carries="adjacency",
-            label=f"rows of A_{t}", items=int(need.shape[0]),
+            f.reply, owner, dev, f.reply_bytes, "sample", deps=[f.request], carries="adjacency",
+            label=f"rows of A_{f.t}", items=f.rows,
         )  # fmt: skip
-        self.bytes_by_kind["request"] += request
-        self.bytes_by_kind["rows"] += reply
-        return did
+        self.bytes_by_kind["request"] += f.request_bytes
+        self.bytes_by_kind["rows"] += f.reply_bytes
+        return f.reply
 
-    def stepped_fetches(
-        self, step: int, what: str, dsts_of: dict[int, list[np.ndarray]], previous: dict[tuple[int, int], str]
+    def emit_stages(
+        self, lay: LayerSchedule, previous: dict[tuple[int, int], str]
     ) -> dict[tuple[int, int], list[str]]:
         """The paper's P/c^2 dependent steps per process column; per process, the rows it fetched."""
-        needs = {i: self.rows_needed(dsts) for i, dsts in dsts_of.items()}
-        fetched: dict[tuple[int, int], list[str]] = {(i, j): [] for i in needs for j in range(self.c)}
-        for j in range(self.c):
+        rows = [p.i for p in lay.products]
+        fetched: dict[tuple[int, int], list[str]] = {(i, j): [] for i in rows for j in range(self.c)}
+        for j, column in enumerate(lay.stages):
             # The column's first step waits for all its processes (a collective over the column).
-            barrier = [previous[(i, j)] for i in needs if (i, j) in previous]
-            for t in self.column_blocks(0, j):
-                stage = []
-                for i, need in needs.items():
-                    if i == t or t not in need or need[t].size == 0:
-                        continue
-                    did = self.fetch_rows(f"l{step}.r{i}", what, i, j, t, need[t], barrier)
-                    fetched[(i, j)].append(did)
-                    stage.append(did)
-                barrier = stage or barrier
+            barrier = [previous[(i, j)] for i in rows if (i, j) in previous]
+            for stage in column:
+                done = [self.emit_fetch(f, barrier) for f in stage]
+                for f in stage:
+                    fetched[(f.i, j)].append(f.reply)
+                barrier = done or barrier
         return fetched
 
     def probability_nnz(self, dsts: list[np.ndarray]) -> int:
@@ -501,6 +557,7 @@ class _PlanBuilder:
         *,
         one_entry_rows: bool,
         fetched: dict[tuple[int, int], list[str]] | None = None,
+        product: RowProduct | None = None,
     ) -> dict[int, list[str]]:
         """Tasks of ``Q_i @ right`` on process row ``i``; per process, the ids the next step waits for.
 
@@ -508,25 +565,24 @@ class _PlanBuilder:
         partial product has one entry per multiply-add; otherwise (LADIES' ``Q``, whose
         rows sum several rows of the right operand) its nnz comes from the product itself.
         ``fetched``: the row fetches laid out already (the stepped schedule), else they are
-        added here, each as soon as the process's previous layer is done.
+        added here, each as soon as the process's previous layer is done. ``product``: the
+        schedule's record of this product (GraphSAGE), else the records are made here.
         """
         all_q = np.concatenate(dsts) if dsts else np.empty(0, dtype=np.int64)
-        block_of_q = np.searchsorted(self.bounds, all_q, side="right") - 1
-        needs = self.rows_needed(dsts) if self.mode == "partitioned-1.5d" and fetched is None else {}
+        block_of_q = self.grid.block_of(all_q)
+        if product is not None:
+            fetches = dict(enumerate(product.fetches))
+        elif fetched is None:
+            fetches = product_fetches(self.grid, self.row_nnz, self.sizes, prefix, what, i, dsts)
         partial_ids: dict[int, str] = {}
         partial_entries: dict[int, int] = {}
         for j in self.processes(i):
             deps_prev = [previous[(i, j)]] if (i, j) in previous else []
-            mine_t = self.column_blocks(i, j)
             if fetched is not None:
                 rows_in = fetched[(i, j)]
             else:
-                rows_in = [
-                    self.fetch_rows(prefix, what, i, j, t, needs[t], deps_prev)
-                    for t in mine_t
-                    if t != i and t in needs and needs[t].size
-                ]
-            pid = f"{prefix}.{what}.p{j}.spgemm"
+                rows_in = [self.emit_fetch(f, deps_prev) for f in fetches[j]]
+            pid = spgemm_task(prefix, what, j)
             partial_entries[j] = self.partial_product(
                 pid, what, i, j, dsts, all_q, block_of_q, q_rows, out_nnz,
                 deps_prev + rows_in, one_entry_rows=one_entry_rows,
@@ -535,7 +591,7 @@ class _PlanBuilder:
         if self.c == 1:
             return {j: [partial_ids[j]] for j in partial_ids}
         return self.sum_partials(
-            prefix, what, i, dsts, partial_ids, partial_entries, q_rows, out_nnz, one_entry_rows
+            prefix, what, i, dsts, partial_ids, partial_entries, q_rows, out_nnz, one_entry_rows, product
         )
 
     def partial_product(
@@ -589,10 +645,13 @@ class _PlanBuilder:
         q_rows: int,
         out_nnz: int,
         one_entry_rows: bool,
+        product: RowProduct | None = None,
     ) -> dict[int, list[str]]:
         """Sum process row ``i``'s ``c`` partial products (``c > 1``): CAGNET's pairwise exchange,
         or one all-reduce; per process, the ids the next step waits for."""
-        if self.pairwise:
+        if product is not None and product.rounds:
+            return self.emit_rounds(product.rounds, partial_ids, what)
+        if product is None and self.pairwise:
 
             def held_nnz(held: frozenset[int]) -> int:
                 """nnz of the sum of the partial products of the processes in ``held``."""
@@ -600,47 +659,35 @@ class _PlanBuilder:
                     return sum(partial_entries[j] for j in held)
                 return self.partial_nnz(dsts, [t for j in held for t in self.column_blocks(i, j)])
 
-            return self.pairwise_allreduce(f"{prefix}.{what}", i, partial_ids, q_rows, held_nnz, what)
-        aid = f"{prefix}.{what}.allreduce"
-        nbytes = csr_bytes(q_rows, out_nnz, self.ib, self.vb)
+            rounds = pairwise_rounds(self.grid, self.sizes, prefix, what, i, q_rows, held_nnz)
+            return self.emit_rounds(rounds, partial_ids, what)
+        ring = product.ring if product is not None else None
+        if ring is None:
+            ring = ring_sum(self.grid, self.sizes, prefix, what, i, q_rows, out_nnz)
         self.plan.collective(
-            aid, "allreduce", [self.device(i, j) for j in self.processes(i)], nbytes, "sample",
+            ring.task, "allreduce", [self.device(i, j) for j in self.processes(i)], ring.nbytes, "sample",
             deps=list(partial_ids.values()), carries="probabilities" if what == "P" else "adjacency",
             label=f"sum of the {self.c} partial {what}_{i}",
         )  # fmt: skip
-        self.bytes_by_kind["allreduce"] += nbytes
-        return {j: [aid] for j in partial_ids}
+        self.bytes_by_kind["allreduce"] += ring.nbytes
+        return {j: [ring.task] for j in partial_ids}
 
-    def pairwise_allreduce(
-        self,
-        prefix: str,
-        i: int,
-        partial_ids: dict[int, str],
-        q_rows: int,
-        held_nnz: Callable[[frozenset[int]], int],
-        what: str,
+    def emit_rounds(
+        self, rounds: Sequence[Sequence[PairRound]], partial_ids: dict[int, str], what: str
     ) -> dict[int, list[str]]:
-        """CAGNET's sparse all-reduce of process row ``i``: log2(c) rounds of pairwise CSR exchange."""
-        held = {j: frozenset([j]) for j in partial_ids}
+        """CAGNET's sparse all-reduce of a process row: log2(c) rounds of pairwise CSR exchange."""
         last = {j: [partial_ids[j]] for j in partial_ids}
-        group = self.c
-        for r in range(self.c.bit_length() - 1):
-            half = group // 2
-            partner = {j: j + half if j % group < half else j - half for j in held}
+        for sends in rounds:
             sent = {}
-            for j in held:
-                nbytes = csr_bytes(q_rows, held_nnz(held[j]), self.ib, self.vb)
-                tid = f"{prefix}.allreduce.r{r}.p{j}"
+            for s in sends:
                 self.plan.transfer(
-                    tid, self.device(i, j), self.device(i, partner[j]), nbytes, "sample", deps=last[j],
+                    s.task, self.device(s.i, s.j), self.device(s.i, s.partner), s.nbytes, "sample", deps=last[s.j],
                     carries="probabilities" if what == "P" else "adjacency",
-                    label=f"round {r}: the sum of {len(held[j])} partial {what}_{i}",
+                    label=f"round {s.r}: the sum of {len(s.held)} partial {what}_{s.i}",
                 )  # fmt: skip
-                self.bytes_by_kind["allreduce"] += nbytes
-                sent[j] = tid
-            last = {j: [sent[j], sent[partner[j]]] for j in held}
-            held = {j: held[j] | held[partner[j]] for j in held}
-            group = half
+                self.bytes_by_kind["allreduce"] += s.nbytes
+                sent[s.j] = s.task
+            last = {s.j: [sent[s.j], sent[s.partner]] for s in sends}
         return last
 
     def partial_nnz(self, dsts: list[np.ndarray], blocks: list[int]) -> int:
@@ -674,7 +721,7 @@ class _PlanBuilder:
             share = [k for k in range(len(mine)) if k % self.c == j]
             edges = int(sum(blocks[k].num_edges for k in share))
             verts = int(sum(blocks[k].num_src for k in share))
-            tid = f"{prefix}.p{j}.column-extract"
+            tid = process_task(prefix, j, "column-extract")
             self.plan.compute(
                 tid, self.device(i, j), "sample", deps=after_rows[j],
                 label="column extraction: R_b Q_C,b per batch, reweight",
@@ -684,7 +731,7 @@ class _PlanBuilder:
         if self.c == 1:
             return {(i, j): col_ids[j] for j in col_ids}
         nbytes = int(sum(csr_bytes(b.num_dst, b.num_edges, self.ib, self.vb) for b in blocks))
-        aid = f"{prefix}.A_S.allreduce"
+        aid = ring_task(prefix, "A_S")
         self.plan.collective(
             aid, "allreduce", [self.device(i, j) for j in self.processes(i)], nbytes, "sample",
             deps=list(col_ids.values()), carries="adjacency", label=f"sampled adjacency matrices of row {i}",
