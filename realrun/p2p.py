@@ -67,17 +67,56 @@ class _BatchWork:
 
 
 def install_nccl_standin() -> None:
-    """Make this process's ``batch_isend_irecv`` return one work per batch (NCCL's semantics)."""
+    """Give this process's gloo NCCL's point-to-point semantics: ``batch_isend_irecv`` returns one
+    work per batch, and an unbatched ``isend`` on the main group returns only once the peer has
+    posted its receive (an NCCL send between two ranks waits for the peer's matching call: two
+    ranks that both send before they receive hang). Other groups keep gloo's semantics, as the
+    gloo group a CUDA run keeps beside NCCL does (:func:`standin_installed`)."""
     original = dist.batch_isend_irecv
     if getattr(original, "nccl_standin", False):
         return
+    isend = _NcclIsend(dist.isend)
 
     def batched(p2p_op_list: list[dist.P2POp]) -> list[Any]:
+        # A batch is one group call, its sends waiting on nothing alone; torch tells a send from a
+        # receive by identity with its own isend.
+        for op in p2p_op_list:
+            if op.op is isend:
+                op.op = isend.original
         works = original(p2p_op_list)
         return [_BatchWork(list(works))] if works else []
 
     batched.nccl_standin = True  # type: ignore[attr-defined]
     dist.batch_isend_irecv = batched
+    dist.isend = isend
+
+
+class _NcclIsend:
+    """``isend`` that, on the main group, returns once its peer has posted the receive. It compares
+    equal to the function it wraps, so ``P2POp(dist.isend, ...)`` still passes torch's check of the
+    operation."""
+
+    def __init__(self, original: Any) -> None:
+        self.original = original
+
+    def __call__(self, tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        work = self.original(tensor, *args, **kwargs)
+        group = kwargs.get("group", args[1] if len(args) > 1 else None)
+        if group is None or group is dist.group.WORLD:
+            work.wait()
+        return work
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or other is self.original
+
+    def __hash__(self) -> int:
+        return hash(self.original)
+
+
+def standin_installed() -> bool:
+    """Whether this process runs with the NCCL stand-in (its runs then keep a gloo group beside the
+    main one, as CUDA runs do)."""
+    return bool(getattr(dist.batch_isend_irecv, "nccl_standin", False))
 
 
 def install_standins_from_environment() -> None:

@@ -38,9 +38,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from realrun import p2p
 from realrun.feature_store import ByteCounter, FeatureStore
 from realrun.layers import layer_backend
-from realrun.p2p import install_standins_from_environment
 from realrun.schemes import real_executor
 from realrun.schemes.base import PartLog, RealExecutor, Status, WorkerContext
 from workbench.run import PreparedRun
@@ -98,7 +98,7 @@ def _exit_with_parent() -> None:
 def run_worker(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: Status) -> int:
     """Train as worker ``rank``; 0 when it finished, 1 when it failed (an ``error`` line says why)."""
     log = PartLog(part_path(setup.parts, rank))
-    install_standins_from_environment()
+    p2p.install_standins_from_environment()
     try:
         _train(rank, world, local_rank, setup, status, log)
         return 0
@@ -179,7 +179,8 @@ def _join(rank: int, world: int, setup: WorkerSetup, status: Status) -> dist.Pro
     )
     # Feature fetches are host memory to host memory (over TCP), so they take a gloo group
     # even when gradients go over NCCL.
-    remote_group = dist.new_group(backend="gloo") if cuda else None
+    # The NCCL stand-in (CPU tests) keeps the same two groups, the main one taking NCCL's semantics.
+    remote_group = dist.new_group(backend="gloo") if cuda or p2p.standin_installed() else None
     status.comm(False)
     return remote_group
 
@@ -212,6 +213,7 @@ def _context(
         t0=time.perf_counter(),
         fault=setup.fault,
         layers=layer_backend(setup.layers, device),
+        host_group=remote_group,
     )
     ctx.store = FeatureStore(
         inputs,

@@ -172,6 +172,9 @@ class WorkerContext:
     status: Status
     t0: float  # perf_counter at the run's start (after every worker joined)
     group: dist.ProcessGroup | None = None  # the main group (gradients): gloo or NCCL
+    # A gloo group beside an NCCL main group (CUDA runs, and CPU runs under the NCCL stand-in), for
+    # host-to-host transfers and unbatched sends; None where the main group is gloo already.
+    host_group: dist.ProcessGroup | None = None
     epoch: int = 0
     fault: str | None = None  # test-only fault injection (realrun.worker.FAULT_ENV)
     layers: LayerBackend = field(default_factory=lambda: LayerBackend("torch"))  # which layers train

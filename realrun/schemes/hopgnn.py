@@ -169,7 +169,10 @@ class HopGNNExecutor(ModelCentricExecutor):
             raise TypeError(f"the hopgnn executor runs a hopgnn scheme, not {type(ctx.scheme).__name__}")
         self.scheme: HopGNNScheme = ctx.scheme
         self.num_params = sum(p.numel() for p in self.params)
-        nccl = dist.is_initialized() and dist.get_backend(ctx.group) == "nccl"
+        # Models migrate over gloo: an unbatched NCCL send waits for its peer's receive, and two
+        # workers that send their models to each other before receiving would hang (issue 26).
+        self.migrate_group = ctx.host_group if ctx.host_group is not None else ctx.group
+        nccl = dist.is_initialized() and dist.get_backend(self.migrate_group) == "nccl"
         self.comm_device = ctx.device if nccl else torch.device("cpu")
 
     def run_epoch(self, epoch: int) -> EpochTotals:
@@ -352,7 +355,7 @@ class HopGNNExecutor(ModelCentricExecutor):
         stamp = torch.tensor([self.ctx.now()], dtype=torch.float64, device=comm)
         buffers = [stamp, params, grads.to(comm)]
         works = [
-            dist.isend(t, hop.dst, group=self.ctx.group, tag=_tag(hop.model, part))
+            dist.isend(t, hop.dst, group=self.migrate_group, tag=_tag(hop.model, part))
             for t, part in zip(buffers, MIGRATE_PARTS, strict=True)
         ]
         return works, buffers
@@ -370,7 +373,7 @@ class HopGNNExecutor(ModelCentricExecutor):
         ready = ctx.now()
         ctx.comm(True)
         works = [
-            dist.irecv(t, hop.src, group=ctx.group, tag=_tag(hop.model, part))
+            dist.irecv(t, hop.src, group=self.migrate_group, tag=_tag(hop.model, part))
             for t, part in zip(buffers, MIGRATE_PARTS, strict=True)
         ]
         ends = []

@@ -121,3 +121,21 @@ def test_batched_exchanges_run_under_nccls_semantics(
     _, _, summary = launch_real(config, workers, tmp_path / "run", epochs=1, layers="torch")
     assert summary.complete, summary.error
     assert all(row["bytes_match_plan"] for row in summary.results)
+
+
+def test_hopgnn_migrates_its_models_without_hanging_under_nccls_semantics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under NCCL an unbatched send waits for the peer's receive; hopgnn's two workers each send their
+    model before either receives, so migrating over the main group hangs on GPUs."""
+    from .test_hopgnn_real import tiny_hopgnn
+
+    monkeypatch.setenv(NCCL_STANDIN_ENV, "1")
+    config = tmp_path / "hop.toml"
+    config.write_text(tiny_hopgnn(merge="false"))  # merging can leave one step: no migration
+    prepared, plan, summary = launch_real(
+        config, 2, tmp_path / "run", epochs=1, layers="torch", collective_timeout=20
+    )
+    assert any(t.phase == "migrate" for t in plan.tasks)
+    assert summary.complete, summary.error
+    assert all(row["bytes_match_plan"] for row in summary.results)
