@@ -31,6 +31,7 @@ from workbench.atomic import write_npz_atomically
 from workbench.errors import ConfigError
 from workbench.graph.csr import CSRGraph
 from workbench.strategies.sampling.base import Block, Minibatch, Sampler
+from workbench.strategies.sampling.bulk_matrix import BulkMatrixSampler, LayerStream
 
 CACHE_VERSION = 1  # bump when the file layout or the sampling order changes
 # Minibatches handed to a sampler at once: a multiple of bulk samplers' bulk size, and the
@@ -113,6 +114,7 @@ def sample_epoch(
             return cached
     per_worker: list[list[Minibatch]] = []
     bar = _progress(len(samplers) * len(batches), "sampling", progress)
+    # bulk_matrix_streams replays these draws (same generators, same chunks): change both together.
     for w, sampler in enumerate(samplers):
         rng = np.random.default_rng([seed, w])
         mine = [row[w] for row in batches]
@@ -127,6 +129,26 @@ def sample_epoch(
         _save(path, epoch)
         _LAST[:] = [path, epoch]
     return epoch
+
+
+def bulk_matrix_streams(
+    samplers: Sequence[Sampler], epoch: list[list[Minibatch]], seed: int
+) -> list[list[tuple[LayerStream, ...]]]:
+    """``streams[i][w][l]``: the random stream of block ``l`` of ``epoch[i][w]`` as :func:`sample_epoch`
+    drew it with ``bulk-matrix`` GraphSAGE samplers (the same generator per worker, the same chunks),
+    so a sampler elsewhere (a distributed one) can draw the same rows with the same numbers."""
+    if not all(isinstance(s, BulkMatrixSampler) and s.algorithm == "graphsage" for s in samplers):
+        raise ConfigError("random streams per row are known for the bulk-matrix sampler's GraphSAGE only")
+    per_worker: list[list[tuple[LayerStream, ...]]] = []
+    for w, sampler in enumerate(samplers):
+        assert isinstance(sampler, BulkMatrixSampler)
+        rng = np.random.default_rng([seed, w])
+        mine = [row[w] for row in epoch]
+        out: list[tuple[LayerStream, ...]] = []
+        for start in range(0, len(mine), SAMPLE_CHUNK):
+            out.extend(sampler.graphsage_streams(mine[start : start + SAMPLE_CHUNK], rng))
+        per_worker.append(out)
+    return [[per_worker[w][i] for w in range(len(samplers))] for i in range(len(epoch))]
 
 
 def default_cache_dir() -> Path:

@@ -73,11 +73,22 @@ counts and why it falls with ``c``.
 ``tests/strategies/execution/test_bulk_pipeline.py`` checks the plan against the
 formula on complete graphs, process by process.
 
+One schedule, two executors. Every decision is made here once and read by the plan builder
+and by the real executor (``realrun/schemes/bulk_pipeline.py``) alike: :meth:`BulkPipelineScheme.steps`
+(the iterations of each sampling step), :meth:`BulkPipelineScheme.sampling_step` (a
+:class:`SamplingStep`: which worker's minibatches the step samples, in which order, and the
+:class:`~workbench.strategies.sampling.bulk_matrix_schedule.BulkSamplingSchedule` of the
+fetches, row sums and task ids) and :meth:`BulkPipelineScheme.feature_fetch` (a
+:class:`FeatureFetch`: which input rows a worker gathers locally and which it asks which owner
+for, under which task ids).
+
 Only node-wise (GraphSAGE) epochs are planned: LADIES' sampling step needs its layer
 sizes, which the scheme does not see.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -99,11 +110,64 @@ from workbench.strategies.sampling.bulk_matrix_plan import (
     ROW_ALLREDUCES,
     SCHEDULES,
     csr_bytes,
-    sampled_bulk_plan,
-    vertex_blocks,
+    sampled_bulk_schedule,
+    schedule_plan,
 )
+from workbench.strategies.sampling.bulk_matrix_schedule import BulkSamplingSchedule, ProcessGrid
 
 VALUE_BYTES = 4
+
+
+@dataclass(frozen=True)
+class SamplingStep:
+    """Bulk sampling step ``index``: the minibatches of ``iterations``, worker by worker
+    (``batches[b]``: the (worker, iteration) of the schedule's minibatch ``b``), sampled as
+    ``schedule`` says; its tasks are the schedule's ids after ``prefix``."""
+
+    index: int
+    iterations: range
+    prefix: str
+    batches: tuple[tuple[int, int], ...]
+    schedule: BulkSamplingSchedule
+
+    def task(self, tid: str) -> str:
+        """The pipeline's id of the schedule's task ``tid``."""
+        return self.prefix + tid
+
+
+@dataclass(frozen=True)
+class RowsFrom:
+    """Input rows a worker gets from ``owner``, the process of its column holding their block:
+    ``positions`` in the minibatch's input vertices; ids out under ``request``, rows back under ``reply``."""
+
+    owner: int
+    positions: np.ndarray
+    request: str
+    reply: str
+    phase: str  # d2d within a machine, gather_remote across
+
+    @property
+    def rows(self) -> int:
+        return int(self.positions.shape[0])
+
+
+@dataclass(frozen=True)
+class FeatureFetch:
+    """Worker ``worker``'s all-to-allv share in iteration ``iteration``: its input vertices
+    ``vertices``, the ``local`` positions whose rows its process row holds (gathered under
+    ``local_task``), and per other block the rows it asks that block's owner in its column for."""
+
+    worker: int
+    iteration: int
+    prefix: str
+    vertices: np.ndarray
+    local: np.ndarray
+    local_task: str | None
+    remote: tuple[RowsFrom, ...]
+
+    @property
+    def local_tensor(self) -> str:
+        return f"{self.prefix}.local-features"
 
 
 def sampled_blocks_bytes(mb: Minibatch) -> int:
@@ -190,66 +254,112 @@ class BulkPipelineScheme(ExecutionScheme):
             )
         return max(len(inputs.epoch), 1) if self.bulk is None else self.bulk // p
 
+    # ---- the schedule: every decision, for the plan and the real run -------------------------
+    def feature_grid(self, inputs: SchemeInputs) -> ProcessGrid:
+        """The ``P/c x c`` grid of the feature matrix ``H`` (1.5D in both modes): block ``i`` on process row ``i``."""
+        return ProcessGrid.of("partitioned-1.5d", self.replication, inputs.workers, inputs.graph.num_nodes)
+
+    def steps(self, inputs: SchemeInputs) -> list[range]:
+        """The iterations of each bulk sampling step."""
+        per_step = self.check(inputs)
+        n = len(inputs.epoch)
+        return [range(start, min(start + per_step, n)) for start in range(0, n, per_step)]
+
+    def sampling_step(self, inputs: SchemeInputs, s: int) -> SamplingStep:
+        """Bulk sampling step ``s``: its minibatches worker by worker, so that worker ``w``'s fall in
+        block row ``w // c`` (replicated: ``w``) and are sampled by ``w``'s own process row."""
+        its = self.steps(inputs)[s]
+        batches = tuple((w, it) for w in range(inputs.num_workers) for it in its)
+        partitioned = self.mode == "partitioned-1.5d"
+        schedule = sampled_bulk_schedule(
+            inputs.graph,
+            [inputs.epoch[it][w] for w, it in batches],
+            inputs.cluster,
+            mode=self.mode,
+            replication=self.replication if partitioned else 1,
+            devices=inputs.workers,
+            index_bytes=INDEX_BYTES,
+            value_bytes=VALUE_BYTES,
+            schedule=self.schedule,
+            row_allreduce=self.row_allreduce,
+        )
+        return SamplingStep(s, its, f"b{s}.", batches, schedule)
+
+    def feature_fetch(self, inputs: SchemeInputs, it: int, w: int) -> FeatureFetch:
+        """Worker ``w``'s share of the all-to-allv in its process column in iteration ``it``: the rows
+        of its block gathered on its GPU, those of block ``t`` asked of process ``(t, j)``."""
+        grid = self.feature_grid(inputs)
+        i, j = grid.process(w)
+        prefix = f"i{it}.w{w}"
+        vertices = inputs.epoch[it][w].input_nodes
+        block = grid.block_of(vertices)
+        local = np.flatnonzero(block == i)
+        machine = inputs.worker_machine
+        remote = []
+        for t in np.unique(block).tolist():
+            if t == i:
+                continue
+            owner = grid.worker(t, j)
+            phase = "d2d" if machine[owner] == machine[w] else "gather_remote"
+            remote.append(
+                RowsFrom(
+                    owner,
+                    np.flatnonzero(block == t),
+                    f"{prefix}.ids-to-w{owner}",
+                    f"{prefix}.rows-from-w{owner}",
+                    phase,
+                )
+            )
+        local_task = f"{prefix}.local" if local.size else None
+        return FeatureFetch(w, it, prefix, vertices, local, local_task, tuple(remote))
+
+    # ---- the plan ----------------------------------------------------------------------------
     def build(self, inputs: SchemeInputs) -> Plan:
         per_step = self.check(inputs)
-        p, c = inputs.num_workers, self.replication
-        rows = p // c
-        bounds = vertex_blocks(inputs.graph.num_nodes, rows)
+        p = inputs.num_workers
+        bounds = self.feature_grid(inputs).bounds
         plan = self.empty_plan(
             inputs,
             mode=self.mode,
-            replication=c,
+            replication=self.replication,
             bulk=per_step * p,
             schedule=self.schedule,
             row_allreduce=self.row_allreduce,
         )
         add_resident_state(plan, inputs)
         for w, gpu in enumerate(inputs.workers):
-            i = w // c
+            i = w // self.replication
             plan.keep(f"w{w}.features", gpu, int(bounds[i + 1] - bounds[i]) * inputs.feature_bytes)
         steps: list[str] = []
-        for s, start in enumerate(range(0, len(inputs.epoch), per_step)):
-            its = range(start, min(start + per_step, len(inputs.epoch)))
-            sinks = self._sampling_step(plan, inputs, s, its, steps)
+        for s, its in enumerate(self.steps(inputs)):
+            sinks = self._sampling_step(plan, inputs, self.sampling_step(inputs, s), steps)
             for it in its:
                 ready = [[sinks[w]] if it == its[0] else [steps[w]] for w in range(p)]
                 finals = []
                 for w, mb in enumerate(inputs.epoch[it]):
-                    prefix = f"i{it}.w{w}"
-                    reads, gathered = self._fetch(plan, inputs, w, it, mb, bounds, ready, prefix)
+                    fetch = self.feature_fetch(inputs, it, w)
+                    reads, gathered = self._fetch(plan, inputs, fetch, ready)
                     last = add_forward_backward(
-                        plan, inputs, w, it, block_sizes(mb), reads + ready[w], prefix, frees=gathered
+                        plan, inputs, w, it, block_sizes(mb), reads + ready[w], fetch.prefix, frees=gathered
                     )
                     assert plan.tasks[-1].id == last
-                    plan.tasks[-1].free.append(f"{prefix}.sampled-blocks")
+                    plan.tasks[-1].free.append(f"{fetch.prefix}.sampled-blocks")
                     finals.append(last)
                 steps = add_gradient_sync(plan, inputs, it, finals)
                 inputs.planned(it)
         return plan
 
     def _sampling_step(
-        self, plan: Plan, inputs: SchemeInputs, s: int, its: range, previous_steps: list[str]
+        self, plan: Plan, inputs: SchemeInputs, step: SamplingStep, previous_steps: list[str]
     ) -> list[str]:
-        """Add the bulk sampling step ``s`` (iterations ``its``); returns each worker's last sampling task."""
+        """Add bulk sampling step ``step``; returns each worker's last sampling task."""
         workers = inputs.workers
         worker_of = {gpu: w for w, gpu in enumerate(workers)}
-        batches = [inputs.epoch[it][w] for w in range(len(workers)) for it in its]
-        partitioned = self.mode == "partitioned-1.5d"
-        sub = sampled_bulk_plan(
-            inputs.graph,
-            batches,
-            inputs.cluster,
-            mode=self.mode,
-            replication=self.replication if partitioned else 1,
-            devices=workers,
-            index_bytes=INDEX_BYTES,
-            value_bytes=VALUE_BYTES,
-            schedule=self.schedule,
-            row_allreduce=self.row_allreduce,
-        )
+        s, its = step.index, step.iterations
+        sub = schedule_plan(inputs.graph, [inputs.epoch[it][w] for w, it in step.batches], step.schedule)
         if s == 0:
             plan.resident.extend(sub.plan.resident)
-        prefix = f"b{s}."
+        prefix = step.prefix
         used = {d for t in sub.plan.tasks for d in t.deps}
         sinks: dict[int, str] = {}
         for t in sub.plan.tasks:
@@ -283,31 +393,18 @@ class BulkPipelineScheme(ExecutionScheme):
         return [prefix + sinks[w] for w in range(len(workers))]
 
     def _fetch(
-        self,
-        plan: Plan,
-        inputs: SchemeInputs,
-        w: int,
-        it: int,
-        mb: Minibatch,
-        bounds: np.ndarray,
-        ready: list[list[str]],
-        prefix: str,
+        self, plan: Plan, inputs: SchemeInputs, fetch: FeatureFetch, ready: list[list[str]]
     ) -> tuple[list[str], list[str]]:
-        """Worker ``w``'s share of the all-to-allv in its process column; returns task ids and gathered tensors."""
-        c = self.replication
-        i, j = divmod(w, c)
+        """Plan ``fetch``, a worker's share of the all-to-allv; returns task ids and gathered tensors."""
+        w, it = fetch.worker, fetch.iteration
         gpu = inputs.workers[w]
         fb = inputs.feature_bytes
-        vertices = mb.input_nodes
-        block = np.searchsorted(bounds, vertices, side="right") - 1
-        counts = np.bincount(block, minlength=len(bounds) - 1)
         ids: list[str] = []
         tensors: list[str] = []
-        if counts[i]:
-            n = int(counts[i])
-            tid = f"{prefix}.local"
+        if fetch.local_task is not None:
+            n = int(fetch.local.shape[0])
             plan.compute(
-                tid,
+                fetch.local_task,
                 gpu,
                 "gather_local",
                 ready[w],
@@ -315,26 +412,19 @@ class BulkPipelineScheme(ExecutionScheme):
                 iteration=it,
                 items=n,
                 features={"vertices": float(n), "bytes": 2.0 * n * fb},
-                allocate={f"{prefix}.local-features": n * fb},
+                allocate={fetch.local_tensor: n * fb},
             )
-            ids.append(tid)
-            tensors.append(f"{prefix}.local-features")
-        machine = inputs.worker_machine
-        for t in np.flatnonzero(counts).tolist():
-            if t == i:
-                continue
-            n = int(counts[t])
-            owner = t * c + j
-            phase = "d2d" if machine[owner] == machine[w] else "gather_remote"
-            request = f"{prefix}.ids-to-w{owner}"
+            ids.append(fetch.local_task)
+            tensors.append(fetch.local_tensor)
+        for src in fetch.remote:
+            n, owner = src.rows, src.owner
             plan.transfer(
-                request, gpu, inputs.workers[owner], n * INDEX_BYTES, phase, ready[w],
+                src.request, gpu, inputs.workers[owner], n * INDEX_BYTES, src.phase, ready[w],
                 worker=w, iteration=it, items=n, carries="indices",
             )  # fmt: skip
-            reply = f"{prefix}.rows-from-w{owner}"
             plan.transfer(
-                reply, inputs.workers[owner], gpu, n * fb, phase, [request, *ready[owner]],
+                src.reply, inputs.workers[owner], gpu, n * fb, src.phase, [src.request, *ready[owner]],
                 worker=w, iteration=it, items=n, carries="features",
             )  # fmt: skip
-            ids.append(reply)
+            ids.append(src.reply)
         return ids, tensors

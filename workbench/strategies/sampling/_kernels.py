@@ -763,3 +763,28 @@ def uniform_its_relabel_batches(
                         cols[b + edge_src[e]], e - e0, seen, isdst, dfirst, perm, touched, nt, out
                     )
             num_src[bt] = _words_close(r1 - r0, scratch, nt, ndt, ne, src_b, out)
+
+
+@njit(parallel=True, cache=True)
+def uniform_positions_rows(
+    deg: np.ndarray,
+    counts: np.ndarray,
+    offsets: np.ndarray,
+    seeds: np.ndarray,
+    stream_rows: np.ndarray,
+    out: np.ndarray,
+    chunks: int,
+) -> None:
+    """Step 2 for uniform rows whose random streams are given per row: row ``i`` (``deg[i]`` entries)
+    draws ``counts[i]`` distinct positions into ``out[offsets[i]:offsets[i + 1]]`` exactly as
+    :func:`uniform_its_relabel_batches` draws stacked row ``stream_rows[i]`` with seed ``seeds[i]``.
+
+    A distributed sampler holds some rows of several bulk chunks at once (each chunk its own
+    seed, each row its place in its chunk), so seed and row come per row here; the draws are
+    :func:`_uniform_positions`', so the positions equal the one-process sampler's.
+    """
+    m = deg.shape[0]
+    for c in prange(chunks):
+        bits = np.zeros(64, dtype=np.uint64)
+        for i in range((m * c) // chunks, (m * (c + 1)) // chunks):
+            _uniform_positions(stream_rows[i], deg[i], counts[i], seeds[i], out, offsets[i], bits)

@@ -101,6 +101,10 @@ runs the same code.
 
 The distributed forms of section 5 (graph-replicated and 1.5D graph-partitioned) are
 iteration plans built by :func:`workbench.strategies.sampling.bulk_matrix_plan.bulk_sampling_plan`.
+A distributed sampler (``bulk-pipeline``'s real executor) computes ``P``'s rows with its
+collectives and then runs steps 2 and 3 here (:func:`its_uniform_rows`,
+:func:`extract_blocks`) with each row's random stream as the one-process sampler drew it
+(:meth:`BulkMatrixSampler.graphsage_streams`): the same rows of ``P``, the same samples.
 """
 
 from __future__ import annotations
@@ -108,6 +112,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -172,6 +177,57 @@ def _per_batch(
         [edge_src[edge_ptr[b] : edge_ptr[b + 1]] for b in range(k)],
         [edge_dst[edge_ptr[b] : edge_ptr[b + 1]] for b in range(k)],
     )
+
+
+@dataclass(frozen=True)
+class LayerStream:
+    """Where one minibatch's rows of one layer drew their random numbers in :meth:`BulkMatrixSampler.sample_many`:
+    the layer's seed in its bulk chunk, and the chunk's stacked row of the minibatch's first
+    destination (its ``r``-th destination is row ``first_row + r``)."""
+
+    seed: int  # a uint64 value
+    first_row: int
+
+
+def its_uniform_rows(
+    indptr: np.ndarray, indices: np.ndarray, fanout: int, seeds: np.ndarray, stream_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Step 2 (ITS) of GraphSAGE on a materialized ``P`` whose rows are uniform (``P = Q A`` with
+    ``A``'s rows, in ``A``'s order): row ``r`` keeps ``min(deg, fanout)`` distinct entries drawn from
+    the stream of seed ``seeds[r]`` and stacked row ``stream_rows[r]``. Returns the entries kept per
+    row and their column ids, row by row in the fused kernel's order."""
+    deg = np.diff(indptr).astype(np.int64)
+    counts = np.minimum(deg, fanout)
+    offsets = offsets_of(counts)
+    positions = np.empty(int(offsets[-1]), dtype=np.int64)
+    chunks = max(1, min(_kernels.num_threads(), deg.shape[0]))
+    _kernels.uniform_positions_rows(
+        deg, counts, offsets, np.asarray(seeds, dtype=np.uint64), np.asarray(stream_rows, dtype=np.int64),
+        positions, chunks,
+    )  # fmt: skip
+    starts = np.repeat(np.asarray(indptr[:-1], dtype=np.int64), counts)
+    return counts, np.asarray(indices, dtype=np.int64)[starts + positions]
+
+
+def extract_blocks(
+    dst: np.ndarray, batch_ptr: np.ndarray, counts: np.ndarray, picked: np.ndarray, num_nodes: int
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Step 3 of GraphSAGE: per batch ``b`` (stacked rows ``batch_ptr[b]:batch_ptr[b + 1]``, destinations
+    ``dst``, ``counts`` entries kept per row, their ids ``picked``), its sources (destinations first)
+    and its edges in local ids, as (src, edge_src, edge_dst): the fused back end's relabelling."""
+    offsets = offsets_of(counts)
+    edges = int(offsets[-1])
+    edge_src = np.empty(edges, dtype=np.int64)
+    edge_dst = np.empty(edges, dtype=np.int64)
+    src = np.empty(edges + dst.shape[0], dtype=np.int64)
+    num_src = np.empty(batch_ptr.shape[0] - 1, dtype=np.int64)
+    copies = max(1, min(_kernels.num_threads(), num_src.shape[0]))
+    with SHARED_WORDS.mappings(num_nodes, copies) as words:
+        _kernels.relabel_words_batches(
+            batch_ptr, np.asarray(dst, dtype=np.int64), counts, offsets, picked, words, edge_src, edge_dst, src,
+            num_src,
+        )  # fmt: skip
+    return list(zip(*_per_batch(batch_ptr, offsets, edge_src, edge_dst, src, num_src), strict=True))
 
 
 def _check_torch_device(device: str, spgemm: str) -> str:
@@ -438,6 +494,30 @@ class BulkMatrixSampler(Sampler):
                 out.extend(self._sample_graphsage(graph, chunk, rng, backend))
             else:
                 out.extend(self._sample_ladies(graph, chunk, rng, backend))
+        return out
+
+    def graphsage_streams(
+        self, minibatches: Sequence[Minibatch], rng: np.random.Generator
+    ) -> list[tuple[LayerStream, ...]]:
+        """Per minibatch, per block (input layer first), the random stream its rows drew from when
+        :meth:`sample_many` sampled ``minibatches`` (GraphSAGE) from ``rng`` in one call: the same
+        draws from ``rng`` (one seed per layer of each bulk chunk, seeds outwards) and the same
+        stacking of each chunk's rows. ``rng`` ends where :meth:`sample_many` left it."""
+        if self.algorithm != "graphsage":
+            raise ConfigError(
+                f"{WHO}: random streams per row are GraphSAGE's; algorithm is {self.algorithm!r}"
+            )
+        out: list[tuple[LayerStream, ...]] = []
+        for start in range(0, len(minibatches), self.bulk):
+            chunk = minibatches[start : start + self.bulk]
+            layers = len(chunk[0].blocks)
+            per: list[list[LayerStream]] = [[] for _ in chunk]
+            for layer in range(layers - 1, -1, -1):
+                seed = int(_kernels.draw_seed(rng))
+                first = offsets_of(np.array([mb.blocks[layer].num_dst for mb in chunk], dtype=np.int64))
+                for b in range(len(chunk)):
+                    per[b].append(LayerStream(seed, int(first[b])))
+            out.extend(tuple(streams[::-1]) for streams in per)
         return out
 
     # ---- GraphSAGE ------------------------------------------------------------------------

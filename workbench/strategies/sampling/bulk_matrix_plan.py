@@ -133,6 +133,7 @@ __all__ = [
     "csr_bytes",
     "sampled_bulk_plan",
     "sampled_bulk_schedule",
+    "schedule_plan",
     "vertex_blocks",
 ]
 
@@ -233,10 +234,18 @@ def sampled_bulk_plan(
         graph, minibatches, cluster, mode=mode, replication=replication, devices=devices,
         index_bytes=index_bytes, value_bytes=value_bytes, schedule=schedule, row_allreduce=row_allreduce,
     )  # fmt: skip
+    return schedule_plan(graph, minibatches, decided)
+
+
+def schedule_plan(
+    graph: CSRGraph, minibatches: Sequence[Minibatch], decided: BulkSamplingSchedule
+) -> BulkSamplingPlan:
+    """The plan of carrying out ``decided``, the schedule of sampling ``minibatches`` (GraphSAGE)."""
     mbs = list(minibatches)
+    grid, sizes = decided.grid, decided.sizes
     builder = _PlanBuilder(
-        graph, mbs, "graphsage", None, list(decided.grid.devices), mode, replication, index_bytes, value_bytes,
-        schedule, row_allreduce, decided,
+        graph, mbs, "graphsage", None, list(grid.devices), grid.mode, grid.c, sizes.index, sizes.value,
+        decided.schedule, decided.row_allreduce, decided,
     )  # fmt: skip
     builder.build()
     return BulkSamplingPlan(builder.plan, mbs, builder.bytes_by_kind, decided)
@@ -279,11 +288,14 @@ def _graphsage_schedule(
     index_bytes: int, value_bytes: int, schedule: str, row_allreduce: str,
 ) -> BulkSamplingSchedule:  # fmt: skip
     grid = ProcessGrid.of(mode, replication, devices, graph.num_nodes)
-    partitioned = mode == "partitioned-1.5d"
     return graphsage_schedule(
-        graph, minibatches, grid, Sizes(index_bytes, value_bytes),
-        stepped=partitioned and schedule == "stepped", pairwise=partitioned and row_allreduce == "pairwise",
-    )  # fmt: skip
+        graph,
+        minibatches,
+        grid,
+        Sizes(index_bytes, value_bytes),
+        schedule=schedule,
+        row_allreduce=row_allreduce,
+    )
 
 
 def _check_layout(

@@ -324,8 +324,16 @@ class BulkSamplingSchedule:
     num_batches: int
     batch_row: np.ndarray
     layers: tuple[LayerSchedule, ...]
-    stepped: bool
-    pairwise: bool
+    schedule: str  # as asked for: "overlapped" or "stepped" (replicated mode fetches nothing either way)
+    row_allreduce: str  # as asked for: "ring" or "pairwise" (c = 1 sums nothing either way)
+
+    @property
+    def stepped(self) -> bool:
+        return self.grid.partitioned and self.schedule == "stepped"
+
+    @property
+    def pairwise(self) -> bool:
+        return self.grid.partitioned and self.row_allreduce == "pairwise"
 
     def batches_of_row(self, i: int) -> list[int]:
         return [b for b in range(self.num_batches) if self.batch_row[b] == i]
@@ -351,10 +359,12 @@ class BulkSamplingSchedule:
 
 
 def graphsage_schedule(
-    graph: CSRGraph, minibatches: Sequence[Minibatch], grid: ProcessGrid, sizes: Sizes, *, stepped: bool,
-    pairwise: bool,
+    graph: CSRGraph, minibatches: Sequence[Minibatch], grid: ProcessGrid, sizes: Sizes, *, schedule: str,
+    row_allreduce: str,
 ) -> BulkSamplingSchedule:  # fmt: skip
     """The schedule of sampling ``minibatches`` (GraphSAGE, sampled already: their blocks fix ``Q``)."""
+    stepped = grid.partitioned and schedule == "stepped"
+    pairwise = grid.partitioned and row_allreduce == "pairwise"
     mbs = list(minibatches)
     row_of = batch_rows(len(mbs), grid.rows)
     row_nnz = graph.in_degrees()
@@ -371,7 +381,7 @@ def graphsage_schedule(
         )
         frozen = tuple(tuple(tuple(stage) for stage in column) for column in stages)
         layers.append(LayerSchedule(step, layer, products, frozen))
-    return BulkSamplingSchedule(grid, sizes, len(mbs), row_of, tuple(layers), stepped, pairwise)
+    return BulkSamplingSchedule(grid, sizes, len(mbs), row_of, tuple(layers), schedule, row_allreduce)
 
 
 def _row_product(
