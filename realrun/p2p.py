@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 # Set to 1 in a real run's environment (tests): the workers take the NCCL stand-in.
@@ -89,6 +90,36 @@ def install_nccl_standin() -> None:
     batched.nccl_standin = True  # type: ignore[attr-defined]
     dist.batch_isend_irecv = batched
     dist.isend = isend
+    dist.all_reduce = _deferred_all_reduce(dist.all_reduce)
+
+
+def _main_group(group: Any) -> bool:
+    return group is None or group is dist.group.WORLD
+
+
+# The stand-in's all-reduces on the main group still in flight: NCCL's return at once, and the
+# wait happens wherever the device is next synchronised (:func:`synchronize`).
+_DEFERRED: list[Any] = []
+
+
+def _deferred_all_reduce(original: Any) -> Any:
+    def all_reduce(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        group = kwargs.get("group", args[1] if len(args) > 1 else None)
+        if kwargs.get("async_op") or len(args) > 2 or not _main_group(group):
+            return original(tensor, *args, **kwargs)
+        _DEFERRED.append(original(tensor, *args, **{**kwargs, "async_op": True}))
+        return None
+
+    return all_reduce
+
+
+def synchronize(device: Any) -> None:
+    """Wait for the work queued on ``device``: the GPU's stream under CUDA, the deferred all-reduces
+    under the NCCL stand-in."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    while _DEFERRED:
+        _DEFERRED.pop(0).wait()
 
 
 class _NcclIsend:
@@ -102,7 +133,7 @@ class _NcclIsend:
     def __call__(self, tensor: Any, *args: Any, **kwargs: Any) -> Any:
         work = self.original(tensor, *args, **kwargs)
         group = kwargs.get("group", args[1] if len(args) > 1 else None)
-        if group is None or group is dist.group.WORLD:
+        if _main_group(group):
             work.wait()
         return work
 

@@ -223,7 +223,7 @@ def _context(
         counter,
         ctx.now,
         remote_group=remote_group,
-        on_comm=status.comm,
+        on_comm=ctx.comm,
     )
     return ctx
 

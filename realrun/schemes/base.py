@@ -181,7 +181,9 @@ class WorkerContext:
 
     def __post_init__(self) -> None:
         # now() and row() run a few times per phase: what they look up, looked up once.
-        self._sync = self.device.type == "cuda"
+        # NCCL's collectives return at once (the NCCL stand-in's too): the device is synchronised
+        # before reading the clock.
+        self._sync = self.device.type == "cuda" or p2p.standin_installed()
         self._gpu = self.inputs.workers[self.rank]
 
     def begin_iteration(self, iteration: int) -> None:
@@ -203,7 +205,7 @@ class WorkerContext:
     def now(self) -> float:
         """Seconds since the run's start, after the device has finished what was queued."""
         if self._sync:
-            torch.cuda.synchronize(self.device)
+            p2p.synchronize(self.device)
         return time.perf_counter() - self.t0
 
     def row(
@@ -233,6 +235,11 @@ class WorkerContext:
         )
 
     def comm(self, busy: bool) -> None:
+        """Entering (True) or leaving (False) a call that waits for other workers. Leaving waits for
+        the device first: an NCCL collective returns before the peers have joined, and a wait after
+        the window would look like local work to the launcher's hang diagnosis."""
+        if not busy and self._sync:
+            p2p.synchronize(self.device)
         self.status.comm(busy)
 
 

@@ -139,3 +139,27 @@ def test_hopgnn_migrates_its_models_without_hanging_under_nccls_semantics(
     assert any(t.phase == "migrate" for t in plan.tasks)
     assert summary.complete, summary.error
     assert all(row["bytes_match_plan"] for row in summary.results)
+
+
+def test_a_hung_worker_is_named_when_the_collective_returns_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NCCL's all-reduce returns before the peers have joined; the wait comes at the next device
+    synchronisation. Unless that wait is inside the communication window, the waiting worker looks
+    busy and the launcher cannot tell who hung (it ran into its time limit)."""
+    from realrun.faults import FAULT_ENV
+    from realrun.launcher import WorkerFailure, launch, prepare_real_run
+
+    from .conftest import tiny_config
+
+    monkeypatch.setenv(NCCL_STANDIN_ENV, "1")
+    monkeypatch.setenv(FAULT_ENV, "hang:1:2")
+    config = tmp_path / "tiny.toml"
+    # One machine, each GPU caching the same vertices: no feature exchange, so the all-reduce is
+    # the first call that waits for the hung worker.
+    config.write_text(tiny_config(hardware="v100x8-nvswitch"))
+    prepared, plan, _ = prepare_real_run(config, 2, "cpu")
+    assert not any(t.phase in ("d2d", "gather_remote") for t in plan.tasks)
+    with pytest.raises(WorkerFailure) as failure:
+        launch(prepared, plan, config, out=tmp_path / "run", collective_timeout=2, time_limit=40)
+    assert str(failure.value).startswith("worker 1 hung (epoch 0 iteration 2"), str(failure.value)
