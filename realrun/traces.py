@@ -41,6 +41,7 @@ MEASURED_PHASES = (
     "sample",
     "gather_local",
     "h2d",
+    "d2h",
     "d2d",
     "gather_remote",
     "allreduce",
@@ -50,7 +51,17 @@ MEASURED_PHASES = (
     "gather_remote_index",
     "migrate_index",
 )
-PLANNED_PHASES = ("sample", "gather_local", "h2d", "d2d", "gather_remote", "allreduce", "alltoall", "migrate")
+PLANNED_PHASES = (
+    "sample",
+    "gather_local",
+    "h2d",
+    "d2h",
+    "d2d",
+    "gather_remote",
+    "allreduce",
+    "alltoall",
+    "migrate",
+)
 
 
 @dataclass

@@ -57,6 +57,7 @@ PHASE_ENGINE = {
     "sample": "cpu",
     "gather_local": "compute",
     "h2d": "h2d",
+    "d2h": "d2h",
     "d2d": "d2d",
     "gather_remote": "net",
     "forward": "compute",
