@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from realrun.layers import (
     GATConv,
     GraphConv,
+    LayerBackend,
     SAGEConv,
     TensorBlock,
     aggregate_mean,
@@ -347,3 +348,14 @@ def test_cuda_matches_cpu(name: str) -> None:
     yg.sum().backward()
     torch.testing.assert_close(yg.cpu(), yc, rtol=RTOL, atol=ATOL)
     torch.testing.assert_close(xg.grad.cpu(), xc.grad, rtol=RTOL, atol=ATOL)
+
+
+def test_the_backend_builds_a_blocks_sparse_pattern_with_the_block_not_in_the_first_forward() -> None:
+    """Real runs time the handover of a minibatch (``block``) apart from each layer's forward; the
+    pattern's sorts belong to the handover, as DGL's graph building and the microbenchmark's do."""
+    src = np.array([0, 1, 2, 2], dtype=np.int64)
+    dst = np.array([0, 0, 1, 1], dtype=np.int64)
+    block = TensorBlock(torch.from_numpy(src), torch.from_numpy(dst), 3, 2)
+    built = LayerBackend("torch").block(block, "cpu")
+    assert "pattern" in built.__dict__  # a cached_property, computed already
+    assert built.pattern.shape == (2, 3)
