@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -74,7 +73,7 @@ from workbench.errors import ConfigError
 from workbench.model import ModelSpec
 from workbench.strategies.execution import task_ids
 from workbench.strategies.execution.base import SchemeInputs
-from workbench.strategies.execution.micrographs import cell_blocks
+from workbench.strategies.execution.micrographs import CellBlocks, cell_blocks
 from workbench.strategies.execution.naive_feature_centric import (
     Hop,
     NaiveFeatureCentricScheme,
@@ -139,9 +138,8 @@ class Topology:
     input_ids: np.ndarray
 
     @classmethod
-    def of_tour(cls, tour: Tour, row: list[Any], device: torch.device) -> Topology:
-        """The topology of ``tour``'s subgraph, cut from the iteration's minibatches ``row``."""
-        cut = cell_blocks(row, tour.rows)
+    def of_cut(cls, cut: CellBlocks, tour: Tour, device: torch.device) -> Topology:
+        """The topology of ``tour``'s subgraph, ``cut`` from the iteration's minibatches."""
         ids = cut.input_nodes[cut.input_index]
         # A layer's sources are the prefix of the layer below's (destinations first, DGL's convention).
         layers = [
@@ -298,20 +296,16 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
 
     # ---- the model's states ---------------------------------------------------------------------
     def set_out(self, it: int, tour: Tour) -> Travelling:
-        """This worker's model at home, before its first stop: its subgraph and roots' labels from the
-        sampled epoch, its parameters, and empty partial sums."""
+        """This worker's model at home, before its first stop: its subgraph and its roots' labels (in
+        the order of its last layer's destinations) from the sampled epoch, its parameters, and
+        empty partial sums."""
         ctx = self.ctx
-        topology = Topology.of_tour(tour, ctx.inputs.epoch[it], ctx.device)
-        self.labels = seed_labels(ctx, self.roots(it, tour))
+        cut = cell_blocks(ctx.inputs.epoch[it], tour.rows)
+        self.labels = seed_labels(ctx, cut.roots)
         params = torch.cat([p.detach().reshape(-1) for p in self.params])
         dst0 = tour.micrographs.sizes[0][1]
         partials = torch.zeros((dst0, ctx.inputs.model.in_dim), dtype=torch.float32, device=ctx.device)
-        return Travelling(tour, params, partials, topology)
-
-    def roots(self, it: int, tour: Tour) -> np.ndarray:
-        """The tour's roots' vertex ids, in the order of its last layer's destinations (the cut's)."""
-        row = self.ctx.inputs.epoch[it]
-        return np.array([row[w].blocks[-1].dst_nodes[p] for w, p in tour.rows.tolist()], dtype=np.int64)
+        return Travelling(tour, params, partials, Topology.of_cut(cut, tour, ctx.device))
 
     def travelling(self, tour: Tour, tensors: list[torch.Tensor]) -> Travelling:
         """``tour``'s model arrived at its next stop with ``tensors`` (what :meth:`Travelling.carried` sent)."""
