@@ -206,6 +206,14 @@ def degree_norm(degrees: torch.Tensor) -> torch.Tensor:
     return degrees.to(torch.float32).clamp(min=1).pow(-0.5).reshape(-1, 1)
 
 
+def prepare_aggregations(blocks: list[TensorBlock]) -> None:
+    """Build the sparse patterns of the layers above the input (the input layer's sums are added edge
+    by edge at the stops) before the timed layers, as the layers' blocks are built when handed over
+    (:meth:`realrun.layers.LayerBackend.block`): the pattern's sorts are not a layer's work."""
+    for block in blocks[1:]:
+        _ = block.pattern
+
+
 def transposed_sum(block: TensorBlock, grad: torch.Tensor) -> torch.Tensor:
     """``A^T grad``: each source's sum of its out-edges' destination rows (the aggregation's backward)."""
     _, a_t = block.adjacency
@@ -369,6 +377,7 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
         its plan task; keeps each layer's aggregated input and output for backward."""
         ctx, blocks = self.ctx, model.topology.blocks
         self.load(model.params)
+        prepare_aggregations(blocks)
         prefix = tour_prefix(it, ctx.rank, model.tour.model)
         last = len(blocks) - 1
         saved, h = [], model.partials
@@ -394,6 +403,7 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
         gradient (in the parameters' order) and the loss sum, correct predictions and roots."""
         ctx, blocks = self.ctx, model.topology.blocks
         self.load(model.params)
+        prepare_aggregations(blocks)
         prefix = backward_prefix(it, model.tour)
         ctx.status.phase("backward", it)
         start = ctx.now()
