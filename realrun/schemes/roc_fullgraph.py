@@ -19,8 +19,11 @@ features in its host memory) and a full copy of the model. Per training iteratio
 
 The partition is the plan's. ``gnnwb realrun --online`` runs ROC's online loop for real
 (:mod:`realrun.online`): one iteration per launch, the partitioner refit to the layer times the
-workers measured before the next is planned, the model carried over. Memory policies other
-than ``resident`` have no real executor (the scheme's ``real_run_params``).
+workers measured before the next is planned, the model carried over.
+
+Under a memory policy (``dpmm``, ``lru``, ``streaming``) the part's tensors live in host
+memory and its step runs operator by operator through a device arena of the policy's
+capacity, as the policy's schedule says (:mod:`realrun.schemes.roc_memory`).
 
 Every decision above (the part's vertices, its halo, who sends what to whom, the phase and
 task id of each exchange) is the scheme's schedule
@@ -42,6 +45,7 @@ from realrun.layers import TensorBlock
 from realrun.schemes import REAL_EXECUTORS
 from realrun.schemes.base import EpochTotals, WorkerContext, backward_by_layer, exchange_pairwise
 from realrun.schemes.model_centric import ModelCentricExecutor
+from realrun.schemes.roc_memory import PolicyStep, local_edges
 from workbench.strategies.execution import task_ids
 from workbench.strategies.execution.roc_fullgraph import (
     BACKWARD,
@@ -68,22 +72,11 @@ def part_tensors(ctx: WorkerContext, lay: PartLayout) -> PartTensors:
     """The layer block, input features and training positions of the part ``lay`` (the schedule's)."""
     graph = ctx.inputs.graph
     mine = lay.vertices
-    local = np.full(graph.num_nodes, -1, dtype=np.int64)
-    local[mine] = np.arange(mine.shape[0], dtype=np.int64)
-    offset = mine.shape[0]
-    for q in sorted(lay.halo_rows):  # the order the halo rows arrive in (HaloExchange.forward)
-        rows = lay.halo_rows[q]
-        local[rows] = offset + np.arange(rows.shape[0], dtype=np.int64)
-        offset += rows.shape[0]
-    dst = graph.edge_dst()
-    src = graph.indices.astype(np.int64, copy=False)
-    owned = np.zeros(graph.num_nodes, dtype=bool)
-    owned[mine] = True
-    edges = owned[dst]  # the part's in-edges, in CSR order: grouped by destination
+    src, dst, num_src = local_edges(ctx, lay)  # halo rows in the order they arrive (HaloExchange.forward)
     block = TensorBlock(
-        torch.from_numpy(local[src[edges]]).to(ctx.device),
-        torch.from_numpy(local[dst[edges]]).to(ctx.device),
-        int(offset),
+        torch.from_numpy(src).to(ctx.device),
+        torch.from_numpy(dst).to(ctx.device),
+        num_src,
         int(mine.shape[0]),
     )
     train_mask = graph.train_mask if graph.train_mask is not None else np.ones(graph.num_nodes, dtype=bool)
@@ -179,19 +172,26 @@ class RocFullGraphExecutor(ModelCentricExecutor):
         self.schedules: dict[int, IterationSchedule] = {
             it: scheme.schedule(ctx.inputs, it, layouts) for it in self.plan_iterations()
         }
-        self.part = part_tensors(ctx, self.layout)
         train = ctx.inputs.graph.train_mask
         self.train_total = int(train.sum()) if train is not None else ctx.inputs.graph.num_nodes
+        memory = next(iter(self.schedules.values())).parts[ctx.rank].memory if self.schedules else None
+        # Under a memory policy the part's tensors stream through an arena; resident, one block holds them.
+        self.policy = None if memory is None else PolicyStep(ctx, self.layout, self.model, memory)
+        self.part = part_tensors(ctx, self.layout) if memory is None else None
 
     def plan_iterations(self) -> list[int]:
         """The iterations the run's plan has: all of the run's, or one (the online loop plans and
-        launches one iteration at a time, ``workbench.online.train_online``)."""
+        launches one iteration at a time, ``workbench.online.train_online``): those with this
+        worker's features load (parts resident) or optimizer step (a memory policy's training)."""
         ctx = self.ctx
-        first = [
-            RocTaskIds.features(task_ids.worker_prefix(it, ctx.rank))
+        first = {
+            it: (
+                RocTaskIds.features(task_ids.worker_prefix(it, ctx.rank)),
+                task_ids.update_task(it, ctx.rank),
+            )
             for it in range(ctx.inputs.num_iterations)
-        ]
-        return [it for it, task in enumerate(first) if task in ctx.task_index]
+        }
+        return [it for it, tasks in first.items() if any(task in ctx.task_index for task in tasks)]
 
     def run_epoch(self, epoch: int) -> EpochTotals:
         """Train the plan's iterations, each over the whole graph; returns this worker's loss sum,
@@ -210,6 +210,10 @@ class RocFullGraphExecutor(ModelCentricExecutor):
         ctx, it = self.ctx, schedule.iteration
         prefix = task_ids.worker_prefix(it, ctx.rank)
         ctx.begin_iteration(it)
+        if self.policy is not None:
+            figures, flat = self.policy.run(schedule)
+            self.step(it, flat)
+            return figures.loss_sum, figures.correct, figures.seeds
         h = self.load_features(prefix, it)
         halo = HaloExchange(ctx, self.layout, schedule)
         inputs: list[torch.Tensor] = []
@@ -219,7 +223,7 @@ class RocFullGraphExecutor(ModelCentricExecutor):
             ctx.status.phase("forward", it)
             start = ctx.now()
             inputs.append(x)
-            h = self.model.layer_forward(layer, self.part.block, x)
+            h = self.model.layer_forward(layer, self.part.block, x)  # type: ignore[union-attr]
             ctx.row(task_ids.forward_task(prefix, layer), "forward", start, ctx.now())
         loss, loss_sum, correct, seeds = self.loss(h)
         # A layer's halo gradients go back between its backward and the next one down (their own tasks).
@@ -232,7 +236,7 @@ class RocFullGraphExecutor(ModelCentricExecutor):
         ctx = self.ctx
         ctx.status.phase("gather", it)
         start = ctx.now()
-        h = self.part.features.to(ctx.device, copy=True)
+        h = self.part.features.to(ctx.device, copy=True)  # type: ignore[union-attr]
         nbytes = tensor_bytes(h)
         ctx.counter.add("h2d", nbytes)
         ctx.row(RocTaskIds.features(prefix), "h2d", start, ctx.now(), nbytes)
@@ -241,6 +245,7 @@ class RocFullGraphExecutor(ModelCentricExecutor):
     def loss(self, h: torch.Tensor) -> tuple[torch.Tensor, float, int, int]:
         """The loss to differentiate, this worker's loss sum, correct predictions and seeds."""
         ctx, part = self.ctx, self.part
+        assert part is not None  # parts resident
         labels = torch.as_tensor(
             np.asarray(ctx.inputs.graph.labels[self.layout.vertices[part.train]], dtype=np.int64)
         )

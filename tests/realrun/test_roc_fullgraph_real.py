@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from realrun.launcher import launch, prepare_real_run
-from workbench.errors import ConfigError
 from workbench.trace import read_trace
 
 from .conftest import assert_trace_is_the_plan, launch_real
@@ -100,13 +99,6 @@ def test_every_partition_trains_the_same_model(runs) -> None:
             assert mine["train_acc"] == pytest.approx(theirs["train_acc"], abs=1e-9), name
             assert mine["test_acc"] == pytest.approx(theirs["test_acc"], abs=1e-9), name
     assert alone[-1]["loss"] < alone[0]["loss"]  # and it trains
-
-
-def test_a_memory_policy_has_no_real_executor(tmp_path: Path) -> None:
-    config = tmp_path / "roc.toml"
-    config.write_text(CONFIG.format(hardware="hopgnn-4xa100-10gbe", execution='memory_policy = "lru"'))
-    with pytest.raises(ConfigError, match="memory_policy"):
-        prepare_real_run(config, 2, "cpu")
 
 
 def test_the_online_loop_trains_one_model_over_its_launches(tmp_path: Path) -> None:

@@ -105,7 +105,7 @@ class RocFullGraphScheme(ExecutionScheme):
 
     full_graph = True
     plans_per_iteration = True
-    real_run_params = {"memory_policy": RESIDENT, "training": True}  # what realrun.schemes.roc_fullgraph runs
+    real_run_params = {"training": True}  # what realrun.schemes.roc_fullgraph runs (any memory policy)
     HELP = {
         "memory_policy": "'resident' (every tensor of the part stays on its GPU) or a registered "
         "memory policy (dpmm, lru, streaming) that streams the part's tensors through host DRAM",
