@@ -140,6 +140,11 @@ class Topology:
     @classmethod
     def of_cut(cls, cut: CellBlocks, tour: Tour, device: torch.device) -> Topology:
         """The topology of ``tour``'s subgraph, ``cut`` from the iteration's minibatches."""
+        cut_sizes = [(b.num_src, b.num_dst, int(b.edge_src.shape[0])) for b in cut.blocks]
+        if cut_sizes != tour.micrographs.sizes:  # the plan counted the schedule's cut
+            raise RuntimeError(
+                f"model {tour.model}: cut {cut_sizes}, the schedule's {tour.micrographs.sizes}"
+            )
         ids = cut.input_nodes[cut.input_index]
         # A layer's sources are the prefix of the layer below's (destinations first, DGL's convention).
         layers = [
@@ -238,6 +243,10 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
                 f"this executor runs a naive-feature-centric scheme, not {type(ctx.scheme).__name__}"
             )
         check_runs_for_real(ctx.inputs)
+        for conv in self.model.convs:  # the norm this executor's sums apply (real runs build "both")
+            norm = getattr(conv, "norm", None) or getattr(conv, "_norm", None)
+            if norm != "both":
+                raise ConfigError(f"naive-feature-centric runs for real with gcn norm 'both', not {norm!r}")
         self.scheme: NaiveFeatureCentricScheme = ctx.scheme
         self.num_params = sum(p.numel() for p in self.params)
         # Gloo on the CPU; on GPUs the gloo group the worker makes for its feature fetches.
@@ -267,7 +276,7 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
         ctx.begin_iteration(it)
         start = ctx.now()
         schedule = self.schedule(it)
-        here = {}  # the models on this worker, by model
+        here: dict[int, Travelling] = {}  # the models on this worker, by model
         mine = schedule.tours[ctx.rank]
         if mine is not None:
             here[ctx.rank] = self.set_out(it, mine)
