@@ -113,6 +113,8 @@ def calibrate(
     fits, compute_skipped = fit_compute(rows, seed) if len(rows) else ([], {})
     if not links.rows_used and not fits:
         names = ", ".join(s.name for s in sources[:3]) + (" and more" if len(sources) > 3 else "")
+        if links.notes:  # rows there were, but none could fit a parameter: say why
+            raise CalibrationError(f"nothing to calibrate: {'; '.join(links.notes)}")
         raise CalibrationError(
             f"{names}: no transfer between two memories and no compute row with features: nothing to calibrate "
             f"(transfers left out: {_counts(links.skipped)}; compute rows without features: {sum(missing.values())})"

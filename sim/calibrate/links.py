@@ -30,7 +30,7 @@ each ``1/m`` of itself); their direction is the op (``network.allreduce``). All-
 one buffer size and one worker count cannot tell bandwidth from latency and are left out.
 
 Which unknowns the rows determine: a bandwidth needs its leg group to have at least
-:data:`MIN_LINK_ROWS` rows of two or more sizes (an error names the traces otherwise); a
+:data:`MIN_LINK_ROWS` rows of two or more sizes (otherwise its rows are left out and a note says so); a
 latency needs routes that tell kinds apart (a host link and a PCIe link that always
 appear together cannot be): kinds whose latency the rows cannot separate keep the given
 hardware's latency, those that are never a bottleneck first, and are marked
@@ -358,9 +358,9 @@ def fit_links(
     if not len(index):
         return result
     design = _drop_one_size_collectives(_design_matrix(rows, legs, seconds, chunk, index), result)
+    design = _drop_undetermined_groups(design, result)
     if not len(design.y):
         return result
-    _check_bandwidths_determined(design)
     fit, coef, stderr = _solve(design, result)
     latency = {
         design.lat_kinds[j]: (float(coef[j]), float(stderr[j]))
@@ -536,18 +536,35 @@ def _drop_one_size_collectives(design: _Design, result: LinkCalibration) -> _Des
     return design
 
 
-def _check_bandwidths_determined(design: _Design) -> None:
-    """Every leg group needs :data:`MIN_LINK_ROWS` rows of two or more sizes."""
-    for g, j in design.gpos.items():
-        rows_g = design.touches[:, j]
-        sizes = np.unique(design.per_byte[rows_g, j])
-        if rows_g.sum() < MIN_LINK_ROWS or len(sizes) < 2:
+def _drop_undetermined_groups(design: _Design, result: LinkCalibration) -> _Design:
+    """Every leg group needs :data:`MIN_LINK_ROWS` rows of two or more sizes to fit its bandwidth. A
+    group with fewer (a run whose transfers over some links all move one size: a model's migration
+    between two workers) is left out with its rows, the hardware's bandwidth kept, and a note says
+    which and why; leaving rows out can leave another group short, so it repeats until none is."""
+    while len(design.y):
+        short = []
+        for g, j in design.gpos.items():
+            rows_g = design.touches[:, j]
+            sizes = np.unique(design.per_byte[rows_g, j])
+            if rows_g.sum() < MIN_LINK_ROWS or len(sizes) < 2:
+                short.append((g, rows_g, len(sizes)))
+        if not short:
+            return design
+        drop = np.zeros(len(design.y), dtype=bool)
+        for g, rows_g, sizes in short:
             kinds, direction = g.rsplit(".", 1)
-            raise CalibrationError(
-                f"{_names(list(design.sources[rows_g]))}: {int(rows_g.sum())} row(s) of {len(sizes)} size(s) "
-                f"to fit the bandwidth of {kinds} links ({direction}): need at least {MIN_LINK_ROWS} rows of 2 or "
-                "more sizes"
+            result.notes.append(
+                f"{_names(list(design.sources[rows_g]))}: {int(rows_g.sum())} row(s) of {sizes} size(s) cannot "
+                f"fit the bandwidth of {kinds} links ({direction}) (need at least {MIN_LINK_ROWS} rows of 2 or more "
+                "sizes): left out, the hardware's bandwidth kept"
             )
+            drop |= rows_g
+        result.skipped["bandwidth_undetermined"] = result.skipped.get("bandwidth_undetermined", 0) + int(
+            drop.sum()
+        )
+        design = design.without(drop)
+        result.rows_used = len(design.y)
+    return design
 
 
 def _solve(design: _Design, result: LinkCalibration) -> tuple[Fit, dict[int, float], dict[int, float]]:

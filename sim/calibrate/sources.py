@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,36 @@ def features_from_plan(trace: pd.DataFrame, plan: Any, name: str) -> pd.DataFram
             )
         out[i] = [float(t.features.get(f, 0.0)) for f in FEATURES]
     return pd.DataFrame(out, columns=list(FEATURES), index=trace.index)
+
+
+def skip_epochs(source: TraceSource, skip: int | None) -> tuple[TraceSource, str]:
+    """``source`` less its first ``skip`` epochs, and a line saying what was kept. ``skip`` None:
+    a real run's first epoch is left out (it is cold: the first minibatches, schedules built,
+    caches filled), a simulated trace keeps every epoch. A trace without epochs is kept whole."""
+    trace = source.trace
+    if "epoch" not in trace.columns or not len(trace):
+        return source, f"{source.name}: no epochs to choose from, every row fitted"
+    real = "executor" in trace.columns and bool((trace["executor"] == "real").any())
+    n = (1 if real else 0) if skip is None else skip
+    epochs = sorted(int(e) for e in trace["epoch"].unique())
+    kept = [e for e in epochs if e >= epochs[0] + n]
+    how = (
+        "by default for a real run's trace, its first epoch is cold" if skip is None else f"--skip-epochs {n}"
+    )
+    if not kept:
+        raise CalibrationError(
+            f"{source.name}: only cold epochs ({len(epochs)} epoch(s), {n} left out {how}): run more epochs, "
+            "or pass --skip-epochs 0"
+        )
+    if len(kept) == len(epochs):
+        return source, f"{source.name}: every epoch fitted ({len(epochs)})"
+    mask = trace["epoch"].isin(kept)
+    features = source.features[mask.to_numpy()] if source.features is not None else None
+    trimmed = replace(source, trace=trace[mask], features=features)
+    return (
+        trimmed,
+        f"{source.name}: epochs {kept[0]}-{kept[-1]} fitted, {len(epochs) - len(kept)} left out ({how})",
+    )
 
 
 def expand(paths: list[str]) -> list[Path]:

@@ -16,6 +16,7 @@ import pytest
 
 from sim import LinearCoefficients, LinearCostModel, simulate
 from sim.calibrate import (
+    CalibrationError,
     TraceSource,
     calibrate,
     features_from_plan,
@@ -657,3 +658,76 @@ def test_a_measured_exchange_and_collective_are_fitted_to_their_last_end() -> No
         trace = pd.DataFrame(rows).assign(executor=executor)
         out = transfer_rows([SimpleNamespace(name="t", trace=trace)])
         assert out["end"].tolist() == ends, executor  # transfers in order, then the collective's rows
+
+
+# ---- which epochs are fitted -------------------------------------------------------------------
+def _epochs_source(executor: str, epochs: int):
+    from sim.calibrate import TraceSource
+
+    rows = [
+        {
+            "task": f"t{e}.{k}",
+            "epoch": e,
+            "executor": executor,
+            "kind": "compute",
+            "phase": "forward",
+            "start": 0.0,
+            "end": 1.0,
+        }
+        for e in range(epochs)
+        for k in range(2)
+    ]
+    trace = pd.DataFrame(rows)
+    features = pd.DataFrame({"edges": np.arange(len(trace), dtype=float)}, index=trace.index)
+    return TraceSource("run/trace.parquet", trace, features)
+
+
+def test_a_real_runs_first_epoch_is_left_out_by_default_and_said_so():
+    from sim.calibrate.sources import skip_epochs
+
+    kept, line = skip_epochs(_epochs_source("real", 3), None)
+    assert sorted(kept.trace["epoch"].unique()) == [1, 2]
+    assert list(kept.features["edges"]) == [2.0, 3.0, 4.0, 5.0]  # each kept row's own features
+    assert (
+        line
+        == "run/trace.parquet: epochs 1-2 fitted, 1 left out (by default for a real run's trace, its first epoch is cold)"
+    )
+    kept, _ = skip_epochs(_epochs_source("real", 3), 0)
+    assert len(kept.trace) == 6
+    kept, line = skip_epochs(_epochs_source("real", 3), 2)
+    assert list(kept.trace["epoch"].unique()) == [2] and "--skip-epochs 2" in line
+
+
+def test_a_simulated_trace_keeps_every_epoch_by_default():
+    from sim.calibrate.sources import skip_epochs
+
+    kept, line = skip_epochs(_epochs_source("sim", 2), None)
+    assert len(kept.trace) == 4 and line.endswith("every epoch fitted (2)")
+
+
+def test_a_trace_with_only_cold_epochs_is_one_line_naming_it():
+    from sim.calibrate.sources import skip_epochs
+
+    with pytest.raises(
+        CalibrationError, match=r"run/trace.parquet: only cold epochs \(1 epoch\(s\), 1 left out"
+    ):
+        skip_epochs(_epochs_source("real", 1), None)
+
+
+def test_transfers_of_one_size_leave_their_links_unfitted_with_a_note_not_an_error(sources, tmp_path):
+    """A migrating run moves one model size between two workers: those rows cannot fit a bandwidth,
+    but the rest of the trace still calibrates (here the only GPU-to-GPU copies over NVLink)."""
+    transfers = sources[0].trace
+    nvlink = (transfers["src"] == "m0.gpu0") & (transfers["dst"] == "m0.gpu1")
+    biggest = transfers[nvlink]["bytes"].max()
+    one_size = transfers[nvlink & (transfers["bytes"] == biggest)].head(2)
+    mixed = TraceSource(
+        "mixed.parquet", pd.concat([transfers[~nvlink], one_size], ignore_index=True), None, "synthetic"
+    )
+    profile = calibrate([mixed], cluster(GIVEN))
+    assert (
+        "mixed.parquet: 2 row(s) of 1 size(s) cannot fit the bandwidth of nvlink links (d2d) (need at least 3 rows "
+        "of 2 or more sizes): left out, the hardware's bandwidth kept"
+    ) in profile.data["fit"]["notes"]
+    assert not profile.data["links"]["nvlink"]["bandwidth_fitted"]
+    assert profile.data["links"]["pcie"]["bandwidth_fitted"]  # the rest still fits

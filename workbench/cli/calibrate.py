@@ -22,6 +22,7 @@ from workbench.cli.common import (
     add_out_argument,
     examples,
     existing_path_arg,
+    integer_arg,
     preset_or_file_arg,
     seed_arg,
     set_handler,
@@ -89,6 +90,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "per task in a real run whose workers do one thing at a time)",
     )
     p.add_argument(
+        "--skip-epochs",
+        metavar="N",
+        type=integer_arg(minimum=0),
+        default=None,
+        help="leave out each trace's first N epochs (default: 1 for a real run's trace, whose first epoch "
+        "is cold; 0 for a simulated one)",
+    )
+    p.add_argument(
         "--seed", type=seed_arg(), default=0, help="seed of the held-out folds and the trees (default 0)"
     )
     set_handler(p, run_calibrate)
@@ -98,6 +107,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     import sys
 
     from sim.calibrate import calibrate, read_sources
+    from sim.calibrate.sources import skip_epochs
     from workbench.hardware import load_hardware
 
     if args.out is not None and not args.out.endswith(".toml"):
@@ -110,7 +120,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ConfigError("give traces (files or folders of trace.parquet) or --published FIGURES.toml")
     if args.out is None:
         raise ConfigError("-o/--out PROFILE.toml is required when calibrating from traces")
-    sources = read_sources(args.traces)
+    sources = []
+    for source in read_sources(args.traces):
+        kept, line = skip_epochs(source, args.skip_epochs)
+        print(line)
+        sources.append(kept)
     hardware = args.hardware
     if hardware is None:
         named = {(s.hardware_name, s.hardware_machines) for s in sources if s.hardware_name}
