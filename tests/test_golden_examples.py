@@ -1,4 +1,4 @@
-"""Every example configuration has golden figures, and the four real schemes golden plans.
+"""Every example configuration has golden figures, and every real scheme a golden plan.
 
 The figures of each example configuration (its plan's digest, the simulated epoch time and
 the bytes moved per phase) and the digest of the plan each real executor runs (the
@@ -34,6 +34,7 @@ UPDATE = os.environ.get("GNNWB_UPDATE_GOLDEN") == "1"
 # The configurations whose as-executed plan each real scheme is held to.
 REAL = {
     "model-centric": "sage-products-hopgnn",
+    "naive-feature-centric": "naive-feature-centric-gcn-sbm-real",
     "hopgnn": "hopgnn-sbm-real",
     "p3": "p3-sage-products-hopgnn",
     "roc-fullgraph": "roc-sbm-real",
