@@ -157,11 +157,12 @@ def prepare_real_run(
         config = dataclasses.replace(config, training=dataclasses.replace(config.training, workers=workers))
     scheme = strategy_config(config, "execution")
     assert scheme is not None  # the spine always has a default execution scheme
-    real_executor(scheme.name)  # a scheme without one is refused before anything is prepared
+    executor = real_executor(scheme.name)  # a scheme without one is refused before anything is prepared
     imposed = EXECUTION_SCHEMES.get(scheme.name).real_run_params or {}
     config = as_executed(config, scheme, dict(imposed))
     prepared = prepare_run(config, progress=progress)
     check_device(device, local_workers or prepared.inputs.num_workers)
+    executor.check(prepared.inputs)  # what the executor cannot run, refused before any worker starts
     return prepared, prepared.plan(), config
 
 

@@ -236,13 +236,16 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
     """Naive feature-centric on this worker: it hosts the stops the run's scheme's schedule puts here,
     sends and takes the models between them, and runs its own model's backward at home."""
 
+    @classmethod
+    def check(cls, inputs: SchemeInputs) -> None:
+        check_runs_for_real(inputs)
+
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         if not isinstance(ctx.scheme, NaiveFeatureCentricScheme):
             raise TypeError(
                 f"this executor runs a naive-feature-centric scheme, not {type(ctx.scheme).__name__}"
             )
-        check_runs_for_real(ctx.inputs)
         for conv in self.model.convs:  # the norm this executor's sums apply (real runs build "both")
             norm = getattr(conv, "norm", None) or getattr(conv, "_norm", None)
             if norm != "both":

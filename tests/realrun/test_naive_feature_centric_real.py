@@ -18,7 +18,6 @@ import pytest
 
 from realrun.launcher import prepare_real_run
 from realrun.p2p import NCCL_STANDIN_ENV
-from realrun.schemes.naive_feature_centric import check_runs_for_real
 from realrun.traces import read_parts
 from workbench.errors import ConfigError
 from workbench.trace import read_trace
@@ -204,7 +203,7 @@ def test_models_whose_layer_0_is_not_a_sum_are_refused_in_one_line(
 ) -> None:
     config = tmp_path / "naive.toml"
     config.write_text(tiny("naive-feature-centric", model=model))
-    prepared, _, _ = prepare_real_run(config, 2, "cpu")
+    # Refused as the run is prepared, before any worker process starts.
     with pytest.raises(ConfigError, match=f"plain gcn layers only: model '{model}' {why}") as caught:
-        check_runs_for_real(prepared.inputs)
+        prepare_real_run(config, 2, "cpu")
     assert "\n" not in str(caught.value)
