@@ -731,3 +731,22 @@ def test_transfers_of_one_size_leave_their_links_unfitted_with_a_note_not_an_err
     ) in profile.data["fit"]["notes"]
     assert not profile.data["links"]["nvlink"]["bandwidth_fitted"]
     assert profile.data["links"]["pcie"]["bandwidth_fitted"]  # the rest still fits
+
+
+def test_a_recorded_migrating_hopgnn_run_calibrates(tmp_path, capsys):
+    """A migrating run's trace calibrates (issue 27: its model sends, all of one size, failed the
+    fit in about half the repeats of the fidelity grid; the one-size case itself is the test above,
+    which fails on the old code; five fresh repeats of this run all calibrate)."""
+    from pathlib import Path
+
+    from workbench.cli.main import main
+    from workbench.trace import read_trace
+
+    folder = Path(__file__).resolve().parents[1] / "data" / "hopgnn-migrating"
+    trace = read_trace(folder / "trace.parquet")
+    assert (trace["phase"] == "migrate").sum() >= 16 and trace["epoch"].nunique() == 3
+    assert main(["calibrate", str(folder), "-o", str(tmp_path / "p.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "epochs 1-2 fitted, 1 left out" in out
+    profile = load_profile(tmp_path / "p.toml").data
+    assert profile["links"]["network"]["bandwidth_fitted"]
