@@ -14,7 +14,7 @@ from workbench.registry import EXECUTION_SCHEMES
 def test_every_scheme_with_real_run_params_has_an_executor_and_no_other() -> None:
     declared = {n for n in EXECUTION_SCHEMES.names() if EXECUTION_SCHEMES.get(n).real_run_params is not None}
     assert declared == set(REAL_EXECUTORS.names())
-    assert {"model-centric", "hopgnn", "p3", "roc-fullgraph"} <= declared
+    assert {"model-centric", "hopgnn", "p3", "roc-fullgraph", "bulk-pipeline"} <= declared
 
 
 def test_executors_are_real_executors() -> None:
@@ -24,6 +24,7 @@ def test_executors_are_real_executors() -> None:
 
 def test_a_simulated_only_scheme_names_the_real_ones() -> None:
     with pytest.raises(
-        UnknownNameError, match="'bulk-pipeline' has no real executor yet; real runs support: hopgnn"
+        UnknownNameError,
+        match="'neugraph-stream' has no real executor yet; real runs support: bulk-pipeline, hopgnn",
     ):
-        real_executor("bulk-pipeline")
+        real_executor("neugraph-stream")

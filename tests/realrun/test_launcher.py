@@ -193,9 +193,9 @@ def test_a_plan_parameter_the_real_executor_cannot_follow_is_a_one_line_error(tm
 
 
 def test_a_scheme_without_a_real_executor_names_the_ones_that_have_one(tmp_path: Path) -> None:
-    path = tmp_path / "bulk.toml"
-    path.write_text(tiny_config("bulk-pipeline"))
-    with pytest.raises(UnknownNameError, match="real runs support: hopgnn, model-centric, p3, roc-fullgraph"):
+    path = tmp_path / "neugraph.toml"
+    path.write_text(tiny_config("neugraph-stream"))
+    with pytest.raises(UnknownNameError, match="real runs support: bulk-pipeline, hopgnn, model-centric"):
         prepare_real_run(path, 2, "cpu")
 
 

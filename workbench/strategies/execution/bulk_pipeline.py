@@ -88,7 +88,9 @@ sizes, which the scheme does not see.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -183,6 +185,9 @@ def sampled_blocks_bytes(mb: Minibatch) -> int:
 class BulkPipelineScheme(ExecutionScheme):
     """Paper 004's pipeline: bulk matrix sampling (replicated or 1.5D), all-to-allv feature fetch, data parallel."""
 
+    # realrun.schemes.bulk_pipeline runs every mode, schedule and row all-reduce the plan can say:
+    # it imposes nothing.
+    real_run_params: ClassVar[Mapping[str, object] | None] = {}
     HELP = {
         "mode": "the sampling step: 'replicated' (A on every GPU, paper 004 section 5.1) or "
         "'partitioned-1.5d' (A in P/c block rows, section 5.2)",
