@@ -55,7 +55,7 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
         "on the fitted testbed afterwards. Residuals are log(workbench / paper) over the figure's tolerance "
         "(a range: its log half-width around its geometric midpoint; one value: 10%).",
     )
-    page.add("Per paper", table=_overview(results))
+    page.add("Per paper", table=overview(results))
     chart = _ratio_chart(results, folder / "ratios.png")
     if chart is not None:
         page.add("Workbench over paper, every figure", image=chart.name)
@@ -64,7 +64,8 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
     return page
 
 
-def _overview(results: pd.DataFrame) -> pd.DataFrame:
+def overview(results: pd.DataFrame) -> pd.DataFrame:
+    """Per paper: its testbed, what was fitted, and the median error of fitted and held-out figures."""
     rows = []
     for r in results.sort_values("paper").to_dict("records"):
         figures = pd.DataFrame(r["rows"])
