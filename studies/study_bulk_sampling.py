@@ -22,13 +22,27 @@ dominates for ``c <= sqrt(P)``. The verdict is computed on the critical path's
 communication time with the paper's schedule (``schedule="stepped"``,
 ``row_allreduce="pairwise"``: CAGNET's ``dist_saspgemm15D`` and ``csr_allreduce``); bytes
 per process are reported beside it, and an ablation shows each element of the schedule.
+
+A third part is **measured for real**: the pipeline run by ``realrun`` (one process per worker,
+``torch.distributed`` between them, the 1.5D products' rows, row sums and feature rows really
+sent) on 4 CPU workers for the replicated layout and 1.5D with c = 1 and 2, the communication
+each process sent in the first sampling step read from the real trace with the same analysis
+as the simulated points, beside the same plan simulated. Real runs time this machine and must
+not share it with the simulated points, so they are recorded by :func:`record_real_runs` (run
+on a quiet machine) into ``studies/measured/bulk-sampling-real.json``, which the page reads.
 """
 
 from __future__ import annotations
 
+import json
+import platform
+import subprocess
+import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from studies.plots import bar_chart, line_chart, save
@@ -122,6 +136,134 @@ def points(full: bool) -> list[Point]:
             config = _pipeline(full, gpus, "partitioned-1.5d", c, schedule)
             out.append(Point(NAME, label, config, measure="bulk-sampling-step"))
     return out
+
+
+# ---- measured for real: communication per process against c ---------------------------------
+REAL_RECORD = Path(__file__).resolve().parent / "measured" / "bulk-sampling-real.json"
+REAL_WORKERS = 4
+REAL_EPOCHS = 3  # the sampling step's times are the median epoch's (a shared machine is noisy)
+# (mode, c): the study's 4-GPU points' layouts, 1.5D under the paper's schedule.
+REAL_LAYOUTS = (("replicated", 1), ("partitioned-1.5d", 1), ("partitioned-1.5d", 2))
+REAL_CONFIG = """
+name = "{name}"
+seed = 0
+
+[graph]
+name = "products-like"
+scale = 0.01
+
+[hardware]
+name = "perlmutter-4xa100-slingshot"
+
+[model]
+name = "sage"
+hidden = 256
+num_layers = 3
+
+[training]
+batch_size = 128
+iterations = 2
+
+[partition]
+name = "random"
+
+[sampling]
+name = "bulk-matrix"
+fanouts = [5, 10, 15]
+
+[execution]
+name = "bulk-pipeline"
+mode = "{mode}"
+replication = {c}
+schedule = "stepped"
+row_allreduce = "pairwise"
+"""
+
+
+def _real_row(mode: str, c: int, folder: Path) -> dict[str, Any]:
+    """One layout run for real and its plan simulated: the first sampling step's figures from each
+    trace (:func:`studies.measures.sampling_step_figures`) and the feature bytes per process."""
+    from realrun.launcher import launch, prepare_real_run
+    from sim import simulate
+    from studies.measures import sampling_step_figures
+    from workbench.trace import read_trace
+
+    name = f"{NAME}-real-{mode}-{c}"
+    config = folder / f"{name}.toml"
+    config.write_text(REAL_CONFIG.format(name=name, mode=mode, c=c))
+    prepared, plan, _ = prepare_real_run(config, REAL_WORKERS, "cpu")
+    summary = launch(prepared, plan, config, out=folder / name, epochs=REAL_EPOCHS, layers="torch")
+    trace = read_trace(summary.out / "trace.parquet")
+    # Every epoch samples the same step again: its bytes are equal, its times vary; the median epoch's.
+    epochs = [
+        sampling_step_figures(plan, trace[trace["epoch"] == e], REAL_WORKERS) for e in range(REAL_EPOCHS)
+    ]
+    real = {key: float(np.median([f[key] for f in epochs])) for key in epochs[0]}
+    simulated = sampling_step_figures(plan, simulate(plan, prepared.cluster).trace, REAL_WORKERS)
+    result = summary.results[0]
+    row: dict[str, Any] = {"layout": "replicated" if mode == "replicated" else f"1.5D c={c}", "c": c}
+    row["vertices"] = prepared.inputs.graph.num_nodes
+    for key in ("MB_per_process", "critical_comm_ms", "step_ms"):
+        row[f"real_{key}"] = real[key]
+        row[f"sim_{key}"] = simulated[key]
+    for phase in ("gather_remote", "d2d"):
+        row[f"real_{phase}_MB_per_process"] = result[f"measured_{phase}_bytes"] / REAL_WORKERS / 1e6
+        row[f"plan_{phase}_MB_per_process"] = result[f"planned_{phase}_bytes"] / REAL_WORKERS / 1e6
+    row["bytes_match_plan"] = bool(result["bytes_match_plan"])
+    return row
+
+
+def record_real_runs(path: Path = REAL_RECORD) -> dict[str, Any]:
+    """Run :data:`REAL_LAYOUTS` for real on this machine's CPU (gloo) and write what they measured,
+    beside the same plans simulated, to ``path`` (the page reads it). Run it on a quiet machine:
+    ``python -c "from studies.study_bulk_sampling import record_real_runs; record_real_runs()"``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [_real_row(mode, c, Path(tmp)) for mode, c in REAL_LAYOUTS]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    record = {
+        "recorded": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit.stdout.strip(),
+        "machine": f"{platform.machine()}, {platform.system()}, CPU workers over gloo (loopback)",
+        "setting": f"products-like at 1% ({rows[0]['vertices']:,} vertices), sage 3 x 256, batch 128, fanouts "
+        f"15/10/5 from the seeds, {REAL_WORKERS} workers, bulk = the whole epoch, 1.5D under the paper's schedule",
+        "rows": rows,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def _real_section(page: ReportPage, folder: Path, record: dict[str, Any]) -> None:
+    table = pd.DataFrame(record["rows"])
+    by_c = table[table["layout"] != "replicated"].set_index("c").sort_index()
+    chart = pd.DataFrame(
+        {"measured (real run)": by_c["real_MB_per_process"], "simulated (plan)": by_c["sim_MB_per_process"]}
+    )
+    save(
+        line_chart(chart, "1.5D sampling step: bytes each process sends vs c, real and simulated", "c", "MB"),
+        folder / "real_bytes_vs_c.png",
+    )
+    matched = (
+        "every run moved exactly its plan's bytes"
+        if table["bytes_match_plan"].all()
+        else ("a run's bytes differ from its plan's (see bytes_match_plan)")
+    )
+    page.add(
+        "Communication per process against c, measured for real",
+        f"The pipeline run for real ({record['setting']}; {record['machine']}; recorded {record['recorded']} "
+        f"at commit {record['commit']}): the sampling step's rows of A, row requests and pairwise row sums "
+        "really sent between worker processes, read from the real trace with the same critical-path "
+        "analysis as the simulated points, beside the same plan simulated on Perlmutter-like nodes. Bytes "
+        f"per process are the plan's in both ({matched}); times are this machine's CPU and loopback, not "
+        f"Perlmutter's (the median of {REAL_EPOCHS} epochs, each sampling the step again), so only their trend "
+        "against c "
+        "compares, and on a shared machine loosely. Feature rows of the all-to-allv per process "
+        "(d2d within a machine, gather_remote across) are shown measured and planned.",
+        image="real_bytes_vs_c.png",
+        table=table,
+    )
 
 
 # ---- the page ------------------------------------------------------------------------------
@@ -316,6 +458,8 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
             "workbench/strategies/execution/bulk_pipeline.py and its test against the model on a complete graph, "
             "where they agree.",
         )
+    if REAL_RECORD.is_file():
+        _real_section(page, folder, json.loads(REAL_RECORD.read_text()))
     results.to_csv(folder / "results.csv", index=False)
     return page
 

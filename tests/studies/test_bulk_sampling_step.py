@@ -32,3 +32,26 @@ def test_critical_path_splits_communication_from_compute() -> None:
     assert figures["rows_MB_per_process"] == pytest.approx(50.0)
     assert figures["request_MB_per_process"] == pytest.approx(5.0)
     assert figures["MB_per_process"] == pytest.approx(55.0)
+
+
+def test_the_page_shows_the_recorded_real_runs_beside_the_simulated(tmp_path) -> None:
+    """The recorded real runs (studies/measured/bulk-sampling-real.json) become a section with the
+    measured and simulated bytes per process against c; a run whose bytes missed its plan says so."""
+    import json
+
+    from studies.report import ReportPage
+    from studies.study_bulk_sampling import REAL_RECORD, _real_section
+
+    record = json.loads(REAL_RECORD.read_text())
+    assert {row["layout"] for row in record["rows"]} == {"replicated", "1.5D c=1", "1.5D c=2"}
+    for row in record["rows"]:
+        assert row["real_MB_per_process"] == row["sim_MB_per_process"] and row["bytes_match_plan"]
+    page = ReportPage("t", "s")
+    _real_section(page, tmp_path, record)
+    (section,) = page.sections
+    assert "measured for real" in section.title and "every run moved exactly its plan's bytes" in section.text
+    assert (tmp_path / "real_bytes_vs_c.png").is_file()
+    record["rows"][1]["bytes_match_plan"] = False
+    page = ReportPage("t", "s")
+    _real_section(page, tmp_path, record)
+    assert "differ from its plan's" in page.sections[0].text
