@@ -327,6 +327,18 @@ def _unused_row(f: Any) -> dict[str, Any]:
     return {"id": f.id, "role": "not used", "source": f.source, "paper": f.value_text(), "reason": f.reason}
 
 
+# How each measure obtains its figures, as a page tells its reader (studies/pages.py).
+MEASURE_SOURCES: dict[str, str] = {
+    "sim": "simulated",
+    "bulk-sampling-step": "simulated",
+    "roc-inference": "simulated (ROC's online training loop, then inference on unseen graphs)",
+    "published-fit": "simulated on a testbed fitted to a paper's published figures",
+    "micrograph-locality": "counted on the sampled minibatches (no timing)",
+    "bulk-sample-time": "measured: the sampler's wall-clock time on this machine",
+    "preprocess": "measured: the partitioner's or placement's wall-clock time on this machine",
+    "fidelity": "measured: real runs on this machine's CPU worker processes, beside their simulation",
+}
+
 MEASURES: dict[str, Callable[[Any], dict[str, Any]]] = {
     "published-fit": measure_published_fit,
     "bulk-sampling-step": measure_bulk_sampling_step,

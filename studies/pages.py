@@ -25,7 +25,15 @@ from typing import Any
 import pandas as pd
 
 from studies.report import ReportPage, Section, register_page, update_index
-from studies.runner import RESULTS_VERSION, Study, StudyRun, load_result, load_studies, study_folder
+from studies.runner import (
+    RESULTS_VERSION,
+    Study,
+    StudyRun,
+    load_result,
+    load_studies,
+    measure_counts,
+    study_folder,
+)
 from workbench.errors import ConfigError
 
 # Where the committed full-mode records live; tests point it elsewhere, never at the repository.
@@ -53,8 +61,9 @@ def write_study_page(run: StudyRun, record: bool = False) -> Path:
         "What ran",
         f"{mode_name(run.full).capitalize()} mode: {len(run.results)} points ({run.computed} computed in this "
         f"run, {run.reused} reused from reports/studies/{study.name}/points/); workbench {workbench_version()}, "
-        f"results version {RESULTS_VERSION}; page written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. The "
-        "configuration of the first point (every point's is in its JSON file):",
+        f"results version {RESULTS_VERSION}; page written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. "
+        f"{sources_sentence(run.measures)} The configuration of the first point (every point's is in its JSON "
+        "file):",
     )
     if run.first_config:
         # This mode's own first point: the points folder holds both modes' results.
@@ -180,6 +189,18 @@ def _judged(page: ReportPage) -> list[Section]:
     return [s for s in page.sections if s.judgement is not None]
 
 
+def sources_sentence(measures: dict[str, int]) -> str:
+    """Which of a page's points were simulated and which measured for real, by measure."""
+    from studies.measures import MEASURE_SOURCES
+
+    if not measures:
+        return ""
+    parts = [
+        f"{n} {MEASURE_SOURCES.get(m, m)} ({m})" for m, n in sorted(measures.items(), key=lambda kv: -kv[1])
+    ]
+    return "How the points' figures were obtained: " + "; ".join(parts) + "."
+
+
 def _mode_line(section: Section, record: dict[str, Any], how: str, study: Study) -> tuple[str, bool]:
     """The other mode's figure and verdict for ``section``'s claim, and whether the verdicts differ.
 
@@ -223,6 +244,7 @@ def rebuild(reports: Path) -> Path:
                 # shared by two points of the grid is stored once, under the first one's labels.
                 table = pd.DataFrame([{**r, **p.label} for r, p in zip(rows, points, strict=True)])  # type: ignore[dict-item]
                 first = points[0].config if points else {}
-                write_study_page(StudyRun(study, table, 0, len(rows), folder, full, first))
+                counts = measure_counts(points)
+                write_study_page(StudyRun(study, table, 0, len(rows), folder, full, first, counts))
                 break
     return update_index(reports)

@@ -252,6 +252,7 @@ class StudyRun:
     folder: Path
     full: bool
     first_config: dict[str, Any]  # the grid's first point's configuration, shown on the page
+    measures: dict[str, int] = field(default_factory=dict)  # points per measure: how figures were obtained
 
 
 def study_folder(reports: Path, name: str) -> Path:
@@ -327,7 +328,17 @@ def run_study(
     # grid, say a baseline in two plots, is computed and stored once).
     table = pd.DataFrame([{**results[p.key], **p.label} for p in points])
     first = points[0].config if points else {}
-    return StudyRun(study, table, len(pending), len(points) - len(pending), folder, full, first)
+    return StudyRun(
+        study, table, len(pending), len(points) - len(pending), folder, full, first, measure_counts(points)
+    )
+
+
+def measure_counts(points: list[Point]) -> dict[str, int]:
+    """How many of ``points`` each measure obtains."""
+    counts: dict[str, int] = {}
+    for p in points:
+        counts[p.measure] = counts.get(p.measure, 0) + 1
+    return counts
 
 
 def _local_executor(jobs: int | None) -> Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]]:

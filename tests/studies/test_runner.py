@@ -154,3 +154,16 @@ def test_gnnwb_report_rebuilds_pages_from_stored_results(tmp_path, monkeypatch):
     index = (tmp_path / "index.html").read_text()
     assert "studies/tiny/index.html" in index and "Tiny study" in index
     assert "<table" in (tmp_path / "studies" / "tiny" / "index.html").read_text()
+
+
+def test_a_page_says_which_points_were_simulated_and_which_measured():
+    from studies.pages import sources_sentence
+    from studies.runner import Point, measure_counts
+
+    points = [Point("s", {}, {"a": k}) for k in range(3)] + [Point("s", {}, {"b": 1}, measure="preprocess")]
+    text = sources_sentence(measure_counts(points))
+    assert text == (
+        "How the points' figures were obtained: 3 simulated (sim); 1 measured: the partitioner's or placement's "
+        "wall-clock time on this machine (preprocess)."
+    )
+    assert sources_sentence({}) == ""
