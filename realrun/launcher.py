@@ -162,7 +162,7 @@ def prepare_real_run(
     config = as_executed(config, scheme, dict(imposed))
     prepared = prepare_run(config, progress=progress)
     check_device(device, local_workers or prepared.inputs.num_workers)
-    executor.check(prepared.inputs)  # what the executor cannot run, refused before any worker starts
+    executor.check(config, prepared.inputs)  # what the executor cannot run, refused before any worker starts
     return prepared, prepared.plan(), config
 
 

@@ -33,6 +33,7 @@ GOLDEN = ROOT / "tests" / "golden" / "example_configs.json"
 UPDATE = os.environ.get("GNNWB_UPDATE_GOLDEN") == "1"
 # The configurations whose as-executed plan each real scheme is held to.
 REAL = {
+    "bulk-pipeline": "bulk-pipeline-sage-products-perlmutter",
     "model-centric": "sage-products-hopgnn",
     "naive-feature-centric": "naive-feature-centric-gcn-sbm-real",
     "hopgnn": "hopgnn-sbm-real",
@@ -85,6 +86,12 @@ def check(key: str, got: dict[str, object]) -> None:
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_example_configuration_figures(path: Path) -> None:
     check(f"config:{path.stem}", figures(load_config(path)))
+
+
+def test_every_real_executor_has_a_golden_plan() -> None:
+    from realrun.schemes import REAL_EXECUTORS
+
+    assert set(REAL) == set(REAL_EXECUTORS.names()), "name an example configuration for each real scheme"
 
 
 @pytest.mark.parametrize("scheme", sorted(REAL))

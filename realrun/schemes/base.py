@@ -396,9 +396,10 @@ class RealExecutor(ABC):
     registered_name: ClassVar[str]
 
     @classmethod
-    def check(cls, inputs: SchemeInputs) -> None:
-        """Refuse, in one line (a ``ConfigError``), a prepared run this executor cannot carry out as
-        planned; called before any worker starts. Nothing to refuse by default."""
+    def check(cls, config: RunConfig, inputs: SchemeInputs) -> None:
+        """Refuse, in one line (a ``ConfigError``), a prepared run (its configuration as executed and
+        its inputs) this executor cannot carry out as planned; called before any worker starts.
+        Nothing to refuse by default."""
         return None
 
     def __init__(self, ctx: WorkerContext) -> None:

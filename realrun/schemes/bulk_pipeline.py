@@ -48,10 +48,12 @@ from realrun.schemes.base import (
     link_engine,
 )
 from realrun.schemes.model_centric import ModelCentricExecutor, forward_by_layer, seed_labels
+from workbench.config import RunConfig
 from workbench.epoch import bulk_matrix_streams
 from workbench.errors import ConfigError
 from workbench.graph.csr import CSRGraph
 from workbench.registry import SAMPLERS
+from workbench.strategies.execution.base import SchemeInputs
 from workbench.strategies.execution.bulk_pipeline import BulkPipelineScheme, FeatureFetch, SamplingStep
 from workbench.strategies.sampling.base import Block, Minibatch
 from workbench.strategies.sampling.bulk_matrix import (
@@ -374,10 +376,9 @@ class DistributedBulkSampler:
         return blocks
 
 
-def sampling_streams(ctx: WorkerContext) -> tuple[BulkMatrixSampler, list[list[tuple[LayerStream, ...]]]]:
-    """The run's sampler and, per iteration and worker, the random streams its epoch was drawn with;
-    refuses a sampler whose draws a distributed sampler cannot repeat."""
-    table = ctx.config.strategy("sampling")
+def run_sampler(config: RunConfig) -> BulkMatrixSampler:
+    """The run's sampler; refuses one whose draws a distributed sampler cannot repeat."""
+    table = config.strategy("sampling")
     sampler = SAMPLERS.create(table.name, **table.params) if table is not None else None
     if not isinstance(sampler, BulkMatrixSampler) or sampler.algorithm != "graphsage":
         name = table.name if table is not None else "none"
@@ -385,6 +386,12 @@ def sampling_streams(ctx: WorkerContext) -> tuple[BulkMatrixSampler, list[list[t
             f"bulk-pipeline for real samples as the 'bulk-matrix' sampler's GraphSAGE does (SpGEMM and "
             f"inverse transform sampling), so the run's epoch must come from it: [sampling] name is {name!r}"
         )
+    return sampler
+
+
+def sampling_streams(ctx: WorkerContext) -> tuple[BulkMatrixSampler, list[list[tuple[LayerStream, ...]]]]:
+    """The run's sampler and, per iteration and worker, the random streams its epoch was drawn with."""
+    sampler = run_sampler(ctx.config)
     return sampler, bulk_matrix_streams([sampler] * ctx.world, ctx.inputs.epoch, ctx.config.seed)
 
 
@@ -392,6 +399,10 @@ def sampling_streams(ctx: WorkerContext) -> tuple[BulkMatrixSampler, list[list[t
 class BulkPipelineExecutor(ModelCentricExecutor):
     """Paper 004's pipeline on this worker: its share of each bulk sampling step, then data parallel
     training on the minibatches it drew, the features fetched across its process column."""
+
+    @classmethod
+    def check(cls, config: RunConfig, inputs: SchemeInputs) -> None:
+        run_sampler(config)
 
     def __init__(self, ctx: WorkerContext) -> None:
         if not isinstance(ctx.scheme, BulkPipelineScheme):

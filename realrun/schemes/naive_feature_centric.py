@@ -69,6 +69,7 @@ from realrun.layers import TensorBlock, aggregate_sum
 from realrun.schemes import REAL_EXECUTORS
 from realrun.schemes.base import EpochTotals, WorkerContext, all_reduce_and_step, link_engine
 from realrun.schemes.model_centric import ModelCentricExecutor, seed_labels
+from workbench.config import RunConfig
 from workbench.errors import ConfigError
 from workbench.model import ModelSpec
 from workbench.strategies.execution import task_ids
@@ -237,7 +238,7 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
     sends and takes the models between them, and runs its own model's backward at home."""
 
     @classmethod
-    def check(cls, inputs: SchemeInputs) -> None:
+    def check(cls, config: RunConfig, inputs: SchemeInputs) -> None:
         check_runs_for_real(inputs)
 
     def __init__(self, ctx: WorkerContext) -> None:

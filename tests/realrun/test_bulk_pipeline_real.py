@@ -182,6 +182,19 @@ def test_c_that_does_not_divide_the_workers_is_a_one_line_error(tmp_path: Path) 
     assert "\n" not in message and "replication c=3 does not fit P=4 workers" in message
 
 
+def test_a_sampler_the_distributed_sampler_cannot_repeat_is_refused_before_any_worker_starts(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "neighbor.toml"
+    text = CONFIG.format(scheme="bulk-pipeline", execution="").replace(
+        'name = "bulk-matrix"', 'name = "neighbor"'
+    )
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=r"\[sampling\] name is 'neighbor'") as caught:
+        prepare_real_run(config, 4, "cpu")
+    assert "\n" not in str(caught.value)
+
+
 # ---- the distribution test: the distributed sampler alone, in four processes ------------------------
 WORKERS = 4
 SEEDS_PER_BATCH = 10
