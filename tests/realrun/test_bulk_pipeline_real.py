@@ -344,3 +344,19 @@ def test_the_distributed_sampler_draws_the_one_process_samplers_distribution(dis
     print({layer: f"chi2={s:.1f} dof={d} p={p:.3f}" for layer, (s, d, p) in results.items()})
     sent = sum(n for r in ranks for _, n in r["sent"])
     assert sent > 0  # 1.5D with c = 2 sends rows of A and partial sums
+
+
+@pytest.mark.parametrize("name", [pytest.param("1.5d c=2 ring", marks=SLOW), "1.5d c=2 paper"])
+def test_the_sampling_steps_exchanges_run_under_nccls_semantics(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the NCCL stand-in (one work per batched exchange, main-group sends that wait for their
+    receive, all-reduces that return at once) the run finishes and moves the plan's bytes."""
+    from realrun.p2p import NCCL_STANDIN_ENV
+
+    monkeypatch.setenv(NCCL_STANDIN_ENV, "1")
+    config = tmp_path / "standin.toml"
+    config.write_text(CONFIG.format(scheme="bulk-pipeline", execution=VARIANTS[name]))
+    _, _, summary = launch_real(config, 4, tmp_path / "run", epochs=1, layers="torch", collective_timeout=30)
+    assert summary.complete, summary.error
+    assert summary.results[0]["bytes_match_plan"]
