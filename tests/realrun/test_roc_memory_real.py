@@ -303,3 +303,14 @@ def test_the_readers_halo_gradients_are_added_at_the_rows_they_read() -> None:
 def test_layers_without_written_out_operators_are_refused_in_one_line(family: str, named: str) -> None:
     with pytest.raises(ConfigError, match=f"runs sage and gcn layers without residuals for real; {named}"):
         PartKernels(build_model(family, 4, 2, hidden=4, num_layers=3), [[], [], []], 4, loss_scale=1.0)
+
+
+def test_a_policy_step_runs_under_nccls_semantics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the NCCL stand-in (one work per batched exchange, all-reduces that return at once) a
+    dpmm run finishes and moves the plan's bytes."""
+    from realrun.p2p import NCCL_STANDIN_ENV
+
+    monkeypatch.setenv(NCCL_STANDIN_ENV, "1")
+    prepared, plan, summary = _launch(tmp_path, "dpmm", 2, "hopgnn-4xa100-10gbe")
+    assert summary.complete, summary.error
+    assert all(row["bytes_match_plan"] for row in summary.results)
