@@ -81,6 +81,14 @@ class GridStats:
         # which skips the empty sub-ranges that share its start
         return np.searchsorted(self.sub_bounds, vertices, side="right") - 1
 
+    def useful_vertices(self, outers: Sequence[int]) -> np.ndarray:
+        """The inner vertices with an edge into *any* of ``outers``, sorted."""
+        if len(outers) == 1:
+            return self.pair_inner[self._start[outers[0]] : self._start[outers[0] + 1]]
+        return np.unique(
+            np.concatenate([self.pair_inner[self._start[o] : self._start[o + 1]] for o in outers])
+        )
+
     def union_useful(self, outers: Sequence[int]) -> np.ndarray:
         """Per inner sub-chunk, the inner vertices with an edge into *any* of ``outers``."""
         if len(outers) == 1:

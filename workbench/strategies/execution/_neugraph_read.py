@@ -8,134 +8,93 @@ outer: ``E_0j .. E_{P-1,j}`` stream their source vertex sub-chunks into the accu
 
 The streamed vertex sub-chunks are read-only, which is what the streaming switches need:
 the CPU may filter one to its useful rows (``selective``) and, in a chain, the first GPU
-loads it and each GPU forwards it to the next (``chain``).
+loads it and each GPU forwards it to the next (``chain``). What streams where and in which
+order is the run's schedule (:mod:`._neugraph_schedule`, which the real executor reads too);
+this module turns it into tasks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from workbench.strategies.execution._neugraph_profile import StreamItem, edge_features
+from workbench.strategies.execution._neugraph_schedule import ColumnSchedule, StreamedSubChunk
+from workbench.strategies.execution._neugraph_schedule import NeuGraphTaskIds as Ids
 from workbench.strategies.execution._neugraph_tasks import READS_DESTINATION, LayerPass, StreamTasks
 
 
 @dataclass
 class Column:
-    """One column (row in backward) of a virtual GPU: each member GPU walks its ``c``-th chunk."""
+    """What the plan builder tracks while it adds one scheduled column's tasks."""
 
-    c: int  # which of its chunks each member walks
-    group: list[int]  # the member GPUs, in chain order
-    outers: list[int]  # each member's outer chunk
+    schedule: ColumnSchedule
     prefix: list[str]  # each member's task id prefix
     acc: list[str]  # each member's accumulation (gradient in backward) tensor
     dst: list[str | None]  # each member's loaded destination chunk (kinds that read it)
     opened: list[bool]  # whether a member's accumulation exists yet (its first edge compute made it)
     last: list[list[str]]  # each member's last edge compute (what ApplyVertex waits for)
 
+    @property
+    def group(self) -> tuple[int, ...]:
+        return self.schedule.group
+
+    @property
+    def outers(self) -> tuple[int, ...]:
+        return self.schedule.outers
+
 
 class ReadPass(LayerPass):
-    """Forward of ``layer`` by columns, or backward of ``layer`` (``>= 1``) by rows."""
+    """Forward of ``layer`` by columns, or backward of ``layer`` (``>= 1``) by rows, as the
+    run's :class:`~._neugraph_schedule.StreamSchedule` lays them out."""
 
     def __init__(self, tasks: StreamTasks, it: int, layer: int, backward: bool) -> None:
         super().__init__(tasks, it, layer, backward, outer="dst")
 
     def run(self) -> None:
-        for gi, group in enumerate(self.setup.groups):
-            for c in range(self.setup.per_gpu):
-                outers = [self.setup.owned[w][c] for w in group]
-                items, item_rows = self.items(group, outers)
-                column = self.open_column(c, group, outers)
-                for pos in self.setup.schedule.order((self.tag, gi, c), items):
-                    self.stream(column, items[pos], item_rows[pos])
-                self.close_column(column)
+        for scheduled in self.tasks.schedule.columns(self.layer, self.backward):
+            self.tasks.state.filtered_chunks += scheduled.filtered_chunks
+            column = self.open_column(scheduled)
+            for sub in scheduled.items:
+                self.stream(column, sub)
+            self.close_column(column)
 
-    def filtered(self, union: np.ndarray) -> np.ndarray:
-        """Per inner chunk, whether the CPU filters it: theta_i < Tcopy / (Tcopy + Ttrans)."""
-        setup = self.setup
-        if not setup.selective:
-            return np.zeros(setup.num_chunks, dtype=bool)
-        useful = union.reshape(setup.num_chunks, setup.k).sum(axis=1)
-        return useful < setup.threshold * setup.sizes
-
-    def items(self, group: list[int], outers: list[int]) -> tuple[list[StreamItem], list[int]]:
-        """The column's streamed sub-chunks (those with an edge into any member's chunk), and the
-        vertex rows each loads (its useful rows when filtered)."""
-        k = self.setup.k
-        edges = self.stats.edges[outers]  # (members, P * k)
-        union = self.stats.union_useful(outers)
-        selected = self.filtered(union)
-        present = np.flatnonzero(edges.sum(axis=0) > 0)
-        self.tasks.state.filtered_chunks += int(selected[np.unique(present // k)].sum())
-        items, item_rows = [], []
-        for q in present.tolist():
-            i = q // k
-            rows = int(union[q] if selected[i] else self.stats.sub_sizes[q])
-            item_rows.append(rows)
-            e = [int(x) for x in edges[:, q]]
-            items.append(
-                StreamItem(
-                    layer=self.layer,
-                    backward=self.backward,
-                    inner_chunk=i,
-                    sub=q % k,
-                    edges=tuple(e),
-                    load_bytes=tuple(
-                        rows * self.width + (self.setup.adjacency_bytes(e[m], outers[m]) if e[m] else 0)
-                        for m in range(len(group))
-                    ),
-                    copies=2,  # the rows and the edges
-                    select_bytes=rows * self.width if selected[i] else 0,
-                    features=tuple(
-                        edge_features(self.spec, int(self.stats.useful[o, q]), e[m], self.backward)
-                        if e[m]
-                        else {}
-                        for m, o in enumerate(outers)
-                    ),
-                )
-            )
-        return items, item_rows
-
-    def open_column(self, c: int, group: list[int], outers: list[int]) -> Column:
+    def open_column(self, scheduled: ColumnSchedule) -> Column:
         """The column's names, and the destination chunks it reads loaded (kinds that read them)."""
-        prefix = [f"i{self.it}.{self.tag}.w{w}.o{o}" for w, o in zip(group, outers, strict=True)]
+        prefix = [
+            Ids.column_prefix(self.it, self.tag, w, o)
+            for w, o in zip(scheduled.group, scheduled.outers, strict=True)
+        ]
+        members = len(scheduled.group)
         column = Column(
-            c=c,
-            group=group,
-            outers=outers,
+            schedule=scheduled,
             prefix=prefix,
-            acc=[f"{p}.{'grad' if self.backward else 'acc'}" for p in prefix],
-            dst=[None] * len(group),
-            opened=[False] * len(group),
-            last=[[] for _ in group],
+            acc=[Ids.accumulation(p, self.backward) for p in prefix],
+            dst=[None] * members,
+            opened=[False] * members,
+            last=[[] for _ in range(members)],
         )
         if not self.backward and self.spec.kind in READS_DESTINATION:
-            for m, (w, o) in enumerate(zip(group, outers, strict=True)):
+            for m, (w, o) in enumerate(zip(scheduled.group, scheduled.outers, strict=True)):
                 column.dst[m] = self.tasks.load_destination(self.it, self.layer, w, o, prefix[m])
         return column
 
-    def stream(self, column: Column, item: StreamItem, rows: int) -> None:
+    def stream(self, column: Column, sub: StreamedSubChunk) -> None:
         """One sub-chunk: its rows loaded into the chain's first GPU and forwarded down the chain as
         far as a member has edges in it; each such member's edges loaded and computed."""
-        q = item.inner_chunk * self.setup.k + item.sub
-        rows_task = self.load_rows(column, item, q, rows)
-        needed = max(m for m in range(len(column.group)) if item.edges[m] > 0)
-        for m in range(needed + 1):
+        rows_task = self.load_rows(column, sub)
+        for m in range(sub.needed + 1):
             if m > 0:
-                rows_task = self.forward_rows(column, m, q, rows, rows_task)
-            if item.edges[m]:
-                self.member_edges(column, m, item, q, rows_task)
+                rows_task = self.forward_rows(column, m, sub, rows_task)
+            if sub.edges[m]:
+                self.member_edges(column, m, sub, rows_task)
 
-    def load_rows(self, column: Column, item: StreamItem, q: int, rows: int) -> str:
+    def load_rows(self, column: Column, sub: StreamedSubChunk) -> str:
         """The sub-chunk's vertex rows from host into the chain's first GPU (after the CPU filter
         when it is filtered). Returns the copy."""
         head = column.group[0]
-        deps = self.tasks.written(
-            (self.source, self.source_layer, item.inner_chunk)
-        ) + self.tasks.window_deps(head)
-        if item.select_bytes:
-            select = f"i{self.it}.{self.tag}.g{head}.c{column.c}.x{q}.select"
+        source = (self.source, self.source_layer, sub.inner_chunk)
+        deps = self.tasks.written(source) + self.tasks.window_deps(head)
+        if sub.filtered:
+            select = Ids.select(self.it, self.tag, head, column.schedule.c, sub.q)
             self.plan.compute(
                 select,
                 self.setup.host,
@@ -143,50 +102,50 @@ class ReadPass(LayerPass):
                 deps,
                 worker=head,
                 iteration=self.it,
-                items=rows,
+                items=sub.rows,
                 label="select",
-                features={"bytes": 2.0 * item.select_bytes},
+                features={"bytes": 2.0 * sub.item.select_bytes},
             )
             deps = [select]
-        rows_task = f"{column.prefix[0]}.x{q}.rows"
+        rows_task = Ids.rows(column.prefix[0], sub.q)
         self.plan.transfer(
             rows_task,
             self.setup.host,
             self.setup.gpu(head),
-            rows * self.width,
+            sub.rows * self.width,
             "h2d",
             deps,
             worker=head,
             iteration=self.it,
-            items=rows,
+            items=sub.rows,
             carries=self.carries,
         )
         return rows_task
 
-    def forward_rows(self, column: Column, m: int, q: int, rows: int, previous: str) -> str:
+    def forward_rows(self, column: Column, m: int, sub: StreamedSubChunk, previous: str) -> str:
         """The chain's member ``m - 1`` forwards the rows it received (copy ``previous``) to member ``m``."""
         w = column.group[m]
-        forward = f"{column.prefix[m]}.x{q}.fwd"
+        forward = Ids.forward(column.prefix[m], sub.q)
         self.plan.transfer(
             forward,
             self.setup.gpu(column.group[m - 1]),
             self.setup.gpu(w),
-            rows * self.width,
+            sub.rows * self.width,
             "d2d",
             [previous, *self.tasks.window_deps(w)],
             worker=w,
             iteration=self.it,
-            items=rows,
+            items=sub.rows,
             carries=self.carries,
         )
         return forward
 
-    def member_edges(self, column: Column, m: int, item: StreamItem, q: int, rows_task: str) -> None:
+    def member_edges(self, column: Column, m: int, sub: StreamedSubChunk, rows_task: str) -> None:
         """Member ``m``'s edges of the sub-chunk from host, then its Scatter-ApplyEdge-Gather into
         its accumulation (which the first one allocates)."""
         w, o, prefix = column.group[m], column.outers[m], column.prefix[m]
-        e = item.edges[m]
-        adj = f"{prefix}.x{q}.adj"
+        e = sub.edges[m]
+        adj = Ids.adjacency(prefix, sub.q)
         self.plan.transfer(
             adj,
             self.setup.host,
@@ -199,7 +158,7 @@ class ReadPass(LayerPass):
             items=e,
             carries="adjacency",
         )
-        edge = f"{prefix}.x{q}.edge"
+        edge = Ids.edge(prefix, sub.q)
         n_acc = int(self.setup.sizes[o]) * self.width
         self.tasks.edge_compute(
             edge,
@@ -208,7 +167,7 @@ class ReadPass(LayerPass):
             self.layer,
             self.backward,
             [rows_task, adj],
-            item.features[m],
+            sub.item.features[m],
             e,
             allocate=None if column.opened[m] else {column.acc[m]: n_acc},
         )

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from workbench.model import DTYPE_BYTES
 from workbench.plan import Plan
 from workbench.strategies.execution._neugraph_profile import vertex_features
-from workbench.strategies.execution._neugraph_setup import StreamSetup
+from workbench.strategies.execution._neugraph_schedule import NeuGraphTaskIds as Ids
+from workbench.strategies.execution._neugraph_schedule import StreamSchedule
 
 # Layer kinds whose functions read the destination vertex's own data, so a column loads its
 # destination chunk once (GCN's edge function reads only the source and the edge weight).
@@ -40,10 +41,11 @@ class StreamState:
 
 
 class StreamTasks:
-    """Adds the tasks both orders share to ``state.plan``, on ``setup``'s grid."""
+    """Adds the tasks both orders share to ``state.plan``, on ``schedule``'s grid."""
 
-    def __init__(self, setup: StreamSetup, state: StreamState) -> None:
-        self.setup = setup
+    def __init__(self, schedule: StreamSchedule, state: StreamState) -> None:
+        self.schedule = schedule
+        self.setup = schedule.setup
         self.state = state
         self.plan = state.plan
 
@@ -140,7 +142,7 @@ class StreamTasks:
         if acc is None:  # no edge into the chunk (or partial sums loaded): the accumulation starts here
             acc = f"{prefix}.acc"
             allocate[acc] = n * spec.in_dim * DTYPE_BYTES
-        vertex = f"{prefix}.vertex"
+        vertex = Ids.apply_vertex(prefix)
         self.plan.compute(
             vertex,
             self.setup.gpu(w),
@@ -154,7 +156,7 @@ class StreamTasks:
             allocate=allocate,
             free=[dst] if dst else [],
         )
-        save = f"{prefix}.save"
+        save = Ids.save(prefix)
         self.plan.transfer(
             save,
             self.setup.gpu(w),
@@ -178,8 +180,8 @@ class StreamTasks:
         streams it (``layer >= 1``). Returns the compute."""
         spec = self.setup.model.layers[layer]
         n = int(self.setup.sizes[o])
-        prefix = f"i{it}.v{layer}.w{w}.o{o}"
-        swap = f"{prefix}.swapin"
+        prefix = Ids.vertex_prefix(it, layer, w, o)
+        swap = Ids.swap_in(prefix)
         self.plan.transfer(
             swap,
             self.setup.host,
@@ -193,8 +195,8 @@ class StreamTasks:
             carries="activations",
         )
         keeps = layer >= 1  # the layer below streams dA_o from host
-        gradient = f"{prefix}.dacc"
-        compute = f"{prefix}.vertex"
+        gradient = Ids.gradient_tensor(prefix)
+        compute = Ids.apply_vertex(prefix)
         self.plan.compute(
             compute,
             self.setup.gpu(w),
@@ -216,7 +218,7 @@ class StreamTasks:
     def write_gradient(self, it: int, w: int, layer: int, o: int, compute: str, gradient: str) -> None:
         """Write ``dA_o`` (tensor ``gradient``, made by ``compute``) to host for the layer below."""
         n = int(self.setup.sizes[o])
-        write = f"i{it}.v{layer}.w{w}.o{o}.write"
+        write = Ids.gradient_write(Ids.vertex_prefix(it, layer, w, o))
         self.plan.transfer(
             write,
             self.setup.gpu(w),
@@ -249,7 +251,7 @@ class LayerPass:
         self.width = self.spec.in_dim * DTYPE_BYTES  # bytes of a row: H_l forward, dA_l backward
         inner = "src" if outer == "dst" else "dst"
         self.stats = self.setup.stats(inner if backward else outer)
-        self.tag = f"b{layer}" if backward else f"f{layer}"
+        self.tag = Ids.pass_tag(layer, backward)
         self.carries = "gradients" if backward else ("features" if layer == 0 else "activations")
         self.source = "dA" if backward else "saved"  # the host copy the rows come from
         self.source_layer = layer if backward else layer - 1

@@ -95,7 +95,11 @@ edges moved; ``carries`` says what.
 
 Where each part is planned: this module checks the parameters and runs the iterations;
 ``_neugraph_setup`` checks the grid and resolves the switches (``StreamSetup``);
-``_neugraph_read`` is the ``column-row`` order's layer pass (selective, chain),
+``_neugraph_schedule`` decides, once, what each GPU streams in a ``column-row`` pass and in which
+order, which rows the CPU filter keeps and how far down a chain each sub-chunk goes
+(``StreamSchedule``, :meth:`NeuGraphStreamScheme.schedule`; the real executor,
+``realrun.schemes.neugraph_stream``, carries out the same object), and names every task
+(``NeuGraphTaskIds``); ``_neugraph_read`` turns that schedule into the order's tasks,
 ``_neugraph_partial`` the ``row-column`` order's; ``_neugraph_tasks`` plans what both share
 (edge computes, ApplyVertex forward and backward) and holds the state passes hand each
 other; ``_neugraph_profile`` costs a streamed sub-chunk and orders a column's sub-chunks
@@ -118,7 +122,13 @@ from workbench.strategies.execution._neugraph_profile import (
     vertex_features,
 )
 from workbench.strategies.execution._neugraph_read import ReadPass
-from workbench.strategies.execution._neugraph_setup import WINDOW, stream_setup
+from workbench.strategies.execution._neugraph_schedule import (
+    ColumnSchedule,
+    NeuGraphTaskIds,
+    StreamedSubChunk,
+    StreamSchedule,
+)
+from workbench.strategies.execution._neugraph_setup import WINDOW, StreamSetup, stream_setup
 from workbench.strategies.execution._neugraph_tasks import READS_DESTINATION, StreamState, StreamTasks
 from workbench.strategies.execution.base import (
     ExecutionScheme,
@@ -127,7 +137,8 @@ from workbench.strategies.execution.base import (
     add_resident_state,
 )
 
-# Re-exported: what the scheme's parameters and a profile callable see.
+# Re-exported: what the scheme's parameters and a profile callable see, and the schedule the real
+# executor (realrun.schemes.neugraph_stream) reads.
 __all__ = [
     "ACHIEVED_BANDWIDTH",
     "ACHIEVED_FLOPS",
@@ -135,9 +146,14 @@ __all__ = [
     "ORDERS",
     "READS_DESTINATION",
     "WINDOW",
+    "ColumnSchedule",
     "NeuGraphStreamScheme",
+    "NeuGraphTaskIds",
     "Profile",
     "StreamItem",
+    "StreamSchedule",
+    "StreamSetup",
+    "StreamedSubChunk",
     "edge_features",
     "vertex_features",
 ]
@@ -218,11 +234,17 @@ class NeuGraphStreamScheme(ExecutionScheme):
         self.reorder_rounds = reorder_rounds
         self.profile = profile
 
+    def schedule(self, inputs: SchemeInputs) -> StreamSchedule:
+        """What every GPU streams, in which order, on ``inputs``' grid (a :class:`ConfigError` when
+        the scheme cannot plan them): the decisions the plan builder and the real executor both read."""
+        return StreamSchedule(stream_setup(self, inputs))
+
     def build(self, inputs: SchemeInputs) -> Plan:
         """``inputs.iterations`` iterations (at least one), each a forward pass over every layer, the
         top layer's ApplyVertex backward, a backward pass over the layers above the first and the
         gradients' all-reduce."""
-        setup = stream_setup(self, inputs)
+        schedule = self.schedule(inputs)
+        setup = schedule.setup
         plan = self.empty_plan(
             inputs,
             chunks=setup.num_chunks,
@@ -235,21 +257,19 @@ class NeuGraphStreamScheme(ExecutionScheme):
             chain_groups=[list(g) for g in setup.groups],
             selective_threshold=setup.threshold,
         )
-        tasks = StreamTasks(setup, StreamState(plan, history=[[] for _ in inputs.workers]))
+        tasks = StreamTasks(schedule, StreamState(plan, history=[[] for _ in inputs.workers]))
         layer_pass = ReadPass if self.order == "column-row" else PartialPass
         add_resident_state(plan, inputs)
         steps: list[str] | None = None
-        layers = inputs.model.num_layers
         for it in range(max(1, inputs.iterations)):
             tasks.begin_iteration(steps)
-            for layer in range(layers):
-                layer_pass(tasks, it, layer, backward=False).run()
-            # The loss's gradient starts backward at the top layer's ApplyVertex, chunk by chunk.
-            for w, owned in enumerate(setup.owned):
-                for j in owned:
-                    tasks.vertex_backward(it, w, layers - 1, j, [], None)
-            for layer in range(layers - 1, 0, -1):
-                layer_pass(tasks, it, layer, backward=True).run()
+            for kind, layer in schedule.passes():
+                if kind == "top":  # the loss's gradient starts backward here, chunk by chunk
+                    for w, owned in enumerate(setup.owned):
+                        for j in owned:
+                            tasks.vertex_backward(it, w, layer, j, [], None)
+                else:
+                    layer_pass(tasks, it, layer, backward=kind == "backward").run()
             steps = add_gradient_sync(plan, inputs, it, tasks.state.finals)
             inputs.planned(it)
         plan.meta["filtered_edge_chunks"] = tasks.state.filtered_chunks
