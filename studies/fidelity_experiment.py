@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,11 +132,20 @@ def grid(workers: list[int], quick: bool) -> list[GridPoint]:
     return out
 
 
-def hardware_toml(machines: int) -> str:
-    """The modelled cluster of this machine's CPU workers (see the module docstring)."""
+CPU_WORKER = ("cpu-worker", 8 * 2**30, 50e9, 10e9, 2)  # a CPU worker process as a "GPU"
+
+
+def hardware_toml(machines: int, device: str = "cpu", one_machine: bool = False) -> str:
+    """The modelled cluster of this machine's CPU workers (see the module docstring); with
+    ``device`` ``cuda``, this machine with ``machines`` of its GPUs (:func:`cuda_cluster`); with
+    ``one_machine``, the CPU workers as ``machines`` GPUs of one machine (:func:`one_machine_cluster`)."""
     from workbench.hardware.spec import ClusterSpec, GPUSpec, LinkSpec, MachineSpec
 
-    worker = GPUSpec("cpu-worker", 8 * 2**30, 50e9, 10e9, 2)
+    if device == "cuda":
+        return cuda_cluster(machines).to_toml()
+    if one_machine:
+        return one_machine_cluster(machines).to_toml()
+    worker = GPUSpec(*CPU_WORKER)
     ms, links, transit = [], [], {"net": "network"}
     for i in range(machines):
         # gloo reads and writes the worker's own tensors: "GPUDirect RDMA", and a direct link
@@ -158,6 +169,59 @@ def hardware_toml(machines: int) -> str:
         "joined over loopback TCP (gloo); values are starting points that calibration replaces",
     )
     return spec.to_toml()
+
+
+def one_machine_cluster(workers: int) -> Any:
+    """The CPU worker processes as ``workers`` "GPUs" of one machine under one PCIe switch, for a
+    scheme whose workers must share a server's host memory (NeuGraph's); the link kinds and the
+    worker's model are :func:`hardware_toml`'s, so a profile fitted on that cluster applies here."""
+    from workbench.hardware.spec import ClusterSpec, GPUSpec, LinkSpec, MachineSpec
+
+    m = MachineSpec("m0", (GPUSpec(*CPU_WORKER),) * workers, 16 * 2**30, 1, 10e9)
+    links = [
+        LinkSpec(m.host_node, "m0.rc", 10e9, 0.0, "host"),
+        LinkSpec("m0.rc", "m0.pcie0", 5e9, 1e-6, "pcie-uplink"),
+    ]
+    links += [LinkSpec("m0.pcie0", g, 5e9, 1e-6, "pcie") for g in m.gpu_nodes()]
+    return ClusterSpec(
+        "cpu-workers-one-machine",
+        (m,),
+        tuple(links),
+        {"m0.rc": "root-complex", "m0.pcie0": "pcie-switch"},
+        "CPU worker processes on one machine, modelled as the GPUs of one machine under a PCIe switch "
+        "(their exchanges: gloo over loopback TCP); values are starting points that calibration replaces",
+    )
+
+
+def cuda_cluster(gpus: int) -> Any:
+    """This machine with ``gpus`` of its GPUs (torch's first device's model and memory), each on
+    PCIe to the host and, with two or more, all joined through one switch (kind ``nvswitch``: it
+    stands for NVLink, NVSwitch or PCIe peer-to-peer, whichever NCCL uses here). The rates are
+    starting points that calibration replaces (never run on a GPU so far)."""
+    import torch
+
+    from workbench.hardware import presets
+    from workbench.hardware.spec import ClusterSpec, GPUSpec, LinkSpec, MachineSpec
+
+    props = torch.cuda.get_device_properties(0)
+    known = {"H200": presets.H200, "H100": presets.H100, "A100": presets.A100_40, "V100": presets.V100}
+    like = next((g for key, g in known.items() if key in props.name.upper()), presets.H100)
+    gpu = GPUSpec(props.name, int(props.total_memory), like.flops, like.memory_bandwidth, 2)
+    m = MachineSpec("m0", (gpu,) * gpus, 64 * 2**30, os.cpu_count() or 1, 50e9)
+    links = [LinkSpec(m.host_node, "m0.rc", 50e9, 0.0, "host")]
+    links += [LinkSpec("m0.rc", g, 24e9, 2e-6, "pcie") for g in m.gpu_nodes()]
+    transit = {"m0.rc": "root-complex"}
+    if gpus > 1:
+        transit["m0.peer"] = "nvswitch"
+        links += [LinkSpec(g, "m0.peer", 100e9, 2e-6, "nvswitch") for g in m.gpu_nodes()]
+    return ClusterSpec(
+        "cuda-local",
+        (m,),
+        tuple(links),
+        transit,
+        f"this machine's {gpus} x {props.name} worker processes (NCCL between them); values are "
+        "starting points that calibration replaces",
+    )
 
 
 @dataclass(frozen=True)
@@ -196,11 +260,11 @@ def fidelity(opts: FidelityOptions) -> dict[str, Any]:
         runs[point.name] = _run_repeats(point, config, opts, prepared, f"[{n}/{len(points)}]")
     sources: list[Any] = []
     if opts.microbench:
-        sources.extend(_microbench(out / "microbench"))
+        sources.extend(microbenchmarks(out / "microbench"))
     for point in points:
         if not point.held_out:
             plan = _plan(prepared, point, out)
-            sources.extend(_warm_source(f, plan, opts.epochs) for f in runs[point.name])
+            sources.extend(warm_source(f, plan, opts.epochs - 1) for f in runs[point.name])
     return _score(opts, hardware, points, prepared, runs, sources)
 
 
@@ -241,10 +305,10 @@ def _run_repeats(
         if _finished(folder, config, opts.epochs):
             continue
         if point.name not in prepared:
-            prepared[point.name] = _prepare(config)
+            prepared[point.name] = prepare(config)
         prep, plan = prepared[point.name]
         print(f"{progress} {point.name} run {r + 1}/{opts.repeats}", flush=True)
-        _run(prep, plan, config, folder, opts.epochs)
+        run_real(prep, plan, config, folder, opts.epochs)
     return folders
 
 
@@ -260,53 +324,85 @@ def _finished(folder: Path, config: Path, epochs: int) -> bool:
     )
 
 
-def _prepare(config: Path) -> tuple[Any, Any]:
+def prepare(config: Path, device: str = "cpu") -> tuple[Any, Any]:
+    """``config``'s prepared real run and the plan its workers run, for ``device``."""
     from realrun.launcher import prepare_real_run
 
-    prep, plan, _ = prepare_real_run(config, None, "cpu")
+    prep, plan, _ = prepare_real_run(config, None, device)
     return prep, plan
 
 
-def _plan(prepared: dict[str, tuple[Any, Any]], point: GridPoint, out: Path) -> Any:
+def _prepared(prepared: dict[str, tuple[Any, Any]], point: GridPoint, out: Path) -> tuple[Any, Any]:
     if point.name not in prepared:
-        prepared[point.name] = _prepare(out / "configs" / f"{point.name}.toml")
-    return prepared[point.name][1]
+        prepared[point.name] = prepare(out / "configs" / f"{point.name}.toml")
+    return prepared[point.name]
 
 
-def _run(prep: Any, plan: Any, config: Path, folder: Path, epochs: int) -> None:
-    import os
+def _plan(prepared: dict[str, tuple[Any, Any]], point: GridPoint, out: Path) -> Any:
+    return _prepared(prepared, point, out)[1]
 
+
+def run_real(
+    prep: Any, plan: Any, config: Path, folder: Path, epochs: int, device: str = "cpu", **launch_options: Any
+) -> Any:
+    """Run the prepared ``config`` for real into ``folder`` for ``epochs`` epochs (no evaluation)
+    with ``launch_options`` (:func:`realrun.launcher.launch`'s); the machine's load around it goes
+    to ``load.json``. A run that fails raises a one-line :class:`~workbench.errors.WorkbenchError`."""
     from realrun.launcher import launch
 
     before = os.getloadavg()[0]
-    summary = launch(prep, plan, config, device="cpu", out=folder, epochs=epochs, evaluate=False)
+    summary = launch(
+        prep, plan, config, device=device, out=folder, epochs=epochs, evaluate=False, **launch_options
+    )
     if not summary.complete:
         raise ConfigError(f"{folder}: the real run failed: {summary.error}")
     # What else ran on the machine: the 1-minute load average before and after the run.
     load = {"load_before": before, "load_after": os.getloadavg()[0], "cpus": os.cpu_count()}
     (folder / "load.json").write_text(json.dumps(load) + "\n")
+    return summary
 
 
-def _microbench(folder: Path) -> list[Any]:
-    """Point-to-point and all-reduce between two worker processes: calibration data (not scored)."""
+COMM_BENCHMARKS = ("p2p", "allreduce")
+
+
+def microbenchmarks(
+    folder: Path, device: str = "cpu", benchmarks: tuple[str, ...] = COMM_BENCHMARKS, quick: bool = True
+) -> list[Any]:
+    """Run ``benchmarks`` on ``device`` into ``folder`` unless it holds their trace already; the
+    point-to-point and all-reduce rows between two worker processes as calibration data (not
+    scored; the copies, gathers and aggregations calibrate nothing of a real run's plan)."""
     from realrun.microbench import MicrobenchConfig, run_microbench
-    from sim.calibrate import read_source
 
     if not (folder / "trace.parquet").exists():
-        print("microbenchmarks: p2p and allreduce between two worker processes", flush=True)
-        run_microbench(MicrobenchConfig.default("cpu", quick=True, benchmarks=("p2p", "allreduce")), folder)
-    return [read_source(folder / "trace.parquet", rebuild_plans=False)]
+        print(f"microbenchmarks: {', '.join(benchmarks)}", flush=True)
+        run_microbench(MicrobenchConfig.default(device, quick=quick, benchmarks=benchmarks), folder)
+    return [comm_source(folder)]
 
 
-def _warm_source(folder: Path, plan: Any, epochs: int) -> Any:
-    """The run's last epoch as a calibration source, with the plan's compute features."""
+def comm_source(folder: Path) -> Any:
+    """The microbenchmark trace in ``folder``, its point-to-point and all-reduce rows only."""
+    import dataclasses
+
+    from sim.calibrate import read_source
+
+    source = read_source(folder / "trace.parquet", rebuild_plans=False)
+    trace = source.trace
+    if "benchmark" not in trace.columns or trace["benchmark"].isin(COMM_BENCHMARKS).all():
+        return source
+    comm = trace[trace["benchmark"].isin(COMM_BENCHMARKS)].reset_index(drop=True)
+    return dataclasses.replace(source, trace=comm, features=None)
+
+
+def warm_source(folder: Path, plan: Any, first: int) -> Any:
+    """The run's epochs from ``first`` on (the warm ones) as a calibration source, with the plan's
+    compute features."""
     import dataclasses
 
     from sim.calibrate import features_from_plan, read_source
 
     source = read_source(folder / "trace.parquet", rebuild_plans=False)
     trace = source.trace
-    warm = trace[trace["epoch"] == epochs - 1].reset_index(drop=True) if "epoch" in trace.columns else trace
+    warm = trace[trace["epoch"] >= first].reset_index(drop=True) if "epoch" in trace.columns else trace
     return dataclasses.replace(source, trace=warm, features=features_from_plan(warm, plan, source.name))
 
 
@@ -327,17 +423,21 @@ def _score(
         f"calibrating on {sum(not p.held_out for p in points)} configurations ({len(sources)} traces)",
         flush=True,
     )
-    profile_path, profile = _calibrate(sources, hardware, out / "profile.toml")
+    profile_path, profile = calibrate_profile(
+        sources, hardware, out / "profile.toml", "gnnwb fidelity (calibration half)"
+    )
     held_out = [p for p in points if p.held_out]
-    predicted = {p.name: _predict(p, prepared, out, profile_path, profile) for p in held_out}
+    predicted = {
+        p.name: predict(*_prepared(prepared, p, out), p.name, profile_path, profile) for p in held_out
+    }
     measured: dict[str, Any] = {}
     loads: list[dict[str, float]] = []
     for point in held_out:
-        measured[point.name], point_loads = _measure(runs[point.name], opts.epochs)
+        measured[point.name], point_loads = measure(runs[point.name], [opts.epochs - 1])
         loads += point_loads
     table = compare(measured, predicted, {p.name: p.info() for p in held_out})
     summary = summarize(table)
-    summary["machine"] = _machine(loads)
+    summary["machine"] = machine_load(loads)
     summary["calibration"] = {"profile": str(profile_path), "traces": len(sources)}
     summary["schemes"] = per_scheme(table)
     table.to_csv(out / "table.csv", index=False)
@@ -347,36 +447,33 @@ def _score(
     return summary
 
 
-def _calibrate(sources: list[Any], hardware: Path, path: Path) -> tuple[Path, Any]:
+def calibrate_profile(sources: list[Any], hardware: Path, path: Path, command: str) -> tuple[Path, Any]:
     """Fit a profile of ``hardware`` to the calibration half's traces, write it to ``path``; the
     file and the profile as read back from it (as every other user of the profile sees it)."""
     from sim.calibrate import calibrate, load_profile
     from workbench.hardware import load_hardware
 
-    profile = calibrate(
-        sources, load_hardware(str(hardware)), gaps=True, command="gnnwb fidelity (calibration half)"
-    )
+    profile = calibrate(sources, load_hardware(str(hardware)), gaps=True, command=command)
     written = profile.write(path)
     return written, load_profile(written)
 
 
-def _predict(
-    point: GridPoint, prepared: dict[str, tuple[Any, Any]], out: Path, profile_path: Path, profile: Any
+def predict(
+    prep: Any, plan: Any, name: str, profile_path: Path, profile: Any
 ) -> tuple[float, dict[str, float]]:
-    """The point's simulated epoch span and busy seconds per phase, on the calibrated profile."""
+    """The prepared run's simulated epoch span and busy seconds per phase, on the calibrated profile."""
     from sim import simulate
     from sim.calibrate.fidelity import epoch_span, phase_busy
     from workbench.run import apply_profile
 
-    prep, plan = prepared.get(point.name) or _prepare(out / "configs" / f"{point.name}.toml")
-    cluster, _ = apply_profile(prep.cluster, str(profile_path), point.name)
-    sim = simulate(plan, cluster, cost_model=profile.cost_model, run_id=point.name).trace
+    cluster, _ = apply_profile(prep.cluster, str(profile_path), name)
+    sim = simulate(plan, cluster, cost_model=profile.cost_model, run_id=name).trace
     return epoch_span(sim), phase_busy(sim, gaps=False)
 
 
-def _measure(folders: list[Path], epochs: int) -> tuple[Any, list[dict[str, float]]]:
-    """The measured warm epoch and busy seconds per phase of each run folder, and the machine's
-    load around each run (where recorded)."""
+def measure(folders: list[Path], epochs: Sequence[int]) -> tuple[Any, list[dict[str, float]]]:
+    """The measured time and busy seconds per phase of each of ``epochs`` (the warm ones) in each
+    run folder, each one repeat, and the machine's load around each run (where recorded)."""
     import pandas as pd
 
     from sim.calibrate.fidelity import Measured, phase_busy
@@ -386,19 +483,17 @@ def _measure(folders: list[Path], epochs: int) -> tuple[Any, list[dict[str, floa
     loads = []
     for folder in folders:
         trace = read_trace(folder / "trace.parquet")
-        warm = trace[trace["epoch"] == epochs - 1]
         results = pd.read_csv(folder / "results.csv")
-        measured.epoch.append(float(results.loc[results["epoch"] == epochs - 1, "epoch_s"].iloc[0]))
-        measured.phases.append(phase_busy(warm))
+        for epoch in epochs:
+            measured.epoch.append(float(results.loc[results["epoch"] == epoch, "epoch_s"].iloc[0]))
+            measured.phases.append(phase_busy(trace[trace["epoch"] == epoch]))
         if (folder / "load.json").exists():
             loads.append(json.loads((folder / "load.json").read_text()))
     return measured, loads
 
 
-def _machine(loads: list[dict[str, float]]) -> dict[str, Any]:
+def machine_load(loads: list[dict[str, float]]) -> dict[str, Any]:
     """This machine's CPU count and its 1-minute load average around the held-out runs."""
-    import os
-
     import numpy as np
 
     around = [x["load_before"] for x in loads] + [x["load_after"] for x in loads]
