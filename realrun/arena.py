@@ -128,10 +128,12 @@ class Arena:
         self.view(name).copy_(host)
         return _nbytes(tuple(host.shape), host.dtype)
 
-    def write_back(self, name: str) -> torch.Tensor:
-        """A host copy of ``name`` (pinned on CUDA, so the copy is a DMA transfer)."""
+    def write_back(self, name: str, into: torch.Tensor | None = None) -> torch.Tensor:
+        """A host copy of ``name``: into ``into`` when given (a tensor of its shape that host memory
+        already holds, e.g. the rows of a chunk in a larger host array), else into a new tensor
+        (pinned on CUDA, so the copy is a DMA transfer)."""
         slot = self.slots[name]
-        host = torch.empty(slot.shape, dtype=slot.dtype, pin_memory=self._pinned)
+        host = torch.empty(slot.shape, dtype=slot.dtype, pin_memory=self._pinned) if into is None else into
         host.copy_(self.view(name))
         return host
 

@@ -16,6 +16,10 @@ model's order, ``grad_W{l}`` their gradients; ``sent_rows`` the positions of the
 the readers' halos, reader by reader, ``grad_readers{l}`` those rows' gradients. Temporaries a
 kernel needs beyond its inputs and outputs (a sparse matrix's values, an aggregation's sources
 joined) are workspace outside the arena, as cuSPARSE's would be.
+
+neugraph-stream's executor (:mod:`realrun.schemes.neugraph_stream`) runs the same ApplyVertex
+(``update``), its backward and the loss on one chunk at a time, and adds each streamed edge chunk
+into a chunk's accumulation with :func:`edge_chunk_sum`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from torch.nn import functional as F
 from workbench.errors import ConfigError
 from workbench.model import ModelSpec
 
-__all__ = ["IGNORED_LABEL", "KERNEL_KINDS", "LossFigures", "PartKernels"]
+__all__ = ["IGNORED_LABEL", "KERNEL_KINDS", "LossFigures", "PartKernels", "edge_chunk_sum"]
 
 KERNEL_KINDS = ("sage", "gcn")  # the layer kinds whose operators are written out here
 IGNORED_LABEL = -100  # F.cross_entropy's ignore_index: a vertex outside the training set
@@ -199,6 +203,20 @@ class PartKernels:
             warnings.simplefilter("ignore", UserWarning)
             a = torch.sparse_csr_tensor(crow, col, values, (self.n, num_src), check_invariants=False)
             return a, a.t()
+
+
+def edge_chunk_sum(out: Tensor, adjacency: Tensor, rows: Tensor) -> None:
+    """One streamed edge (sub-)chunk's Scatter-Gather (NeuGraph, paper 001): ``out[r]`` gains the sum
+    of the ``rows`` its edges reach. ``adjacency`` is the chunk as it was streamed: ``len(out) + 1``
+    pointers over ``out``'s rows (CSC forward, CSR backward), then each edge's position in ``rows``;
+    degree normalisations are the caller's (applied per vertex, before and after)."""
+    n = out.shape[0]
+    pointers, indices = adjacency[: n + 1], adjacency[n + 1 :]
+    values = torch.ones(indices.shape[0], dtype=rows.dtype, device=rows.device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        a = torch.sparse_csr_tensor(pointers, indices, values, (n, rows.shape[0]), check_invariants=False)
+    out += _spmm(a, rows)
 
 
 def _halo_grad(t: Mapping[str, Tensor], layer: int) -> None:

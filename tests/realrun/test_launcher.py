@@ -192,7 +192,14 @@ def test_a_plan_parameter_the_real_executor_cannot_follow_is_a_one_line_error(tm
         prepare_real_run(path, 2, "cpu")
 
 
-def test_a_scheme_without_a_real_executor_names_the_ones_that_have_one(tmp_path: Path) -> None:
+def test_a_scheme_without_a_real_executor_names_the_ones_that_have_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from realrun.schemes import REAL_EXECUTORS
+
+    # Every registered scheme runs for real: the test takes one executor away.
+    REAL_EXECUTORS.names()  # loaded first, so the removal is not undone by the first lookup
+    monkeypatch.delitem(REAL_EXECUTORS._entries, "neugraph-stream")
     path = tmp_path / "neugraph.toml"
     path.write_text(tiny_config("neugraph-stream"))
     with pytest.raises(UnknownNameError, match="real runs support: bulk-pipeline, hopgnn, model-centric"):

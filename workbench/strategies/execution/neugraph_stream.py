@@ -108,6 +108,9 @@ other; ``_neugraph_profile`` costs a streamed sub-chunk and orders a column's su
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from workbench.errors import ConfigError
 from workbench.plan import Plan
 from workbench.registry import EXECUTION_SCHEMES
@@ -166,6 +169,9 @@ class NeuGraphStreamScheme(ExecutionScheme):
     """NeuGraph: 2D chunks streamed from host (selective, pipelined, reordered, chained over PCIe)."""
 
     full_graph = True
+    # realrun.schemes.neugraph_stream runs the plan as built (it refuses, before any worker starts,
+    # what it cannot run: the row-column order, layers other than gcn): it imposes nothing.
+    real_run_params: ClassVar[Mapping[str, object] | None] = {}
     HELP = {
         "selective": "filter each edge chunk's useful vertices on the CPU when theta < Tcopy/(Tcopy+Ttrans)",
         "pipeline": "split edge chunks into sub_chunks sub-chunks and overlap their copies with compute",
