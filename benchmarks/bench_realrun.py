@@ -6,6 +6,8 @@ workbench's worker loop against a plain training loop, side by side in one run.
 Run on demand; it prints figures and is never a timed test. Target: (A) costs at most 5%
 more wall time than the plain loop with the same layers, its twin: (C) when (A) trains with
 DGL's layers (the default on the CPU, as ``gnnwb realrun``), (B) with ``--layers torch``.
+Every run prints the machine (CPU model, cores), the load average before and after, and
+PASS/FAIL for the target, a ratio against the twin measured in the same run (issue 28).
 
 Configuration (default, written to a scratch folder): GraphSAGE (3 layers, hidden 128) on
 products-like at 2% scale (about 49,000 vertices, 100 features), fanouts 10/10/5, batch
@@ -359,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import torch.multiprocessing as mp
+    from machine import Machine
+
+    machine = Machine.now()
 
     from realrun.launcher import free_port, prepare_real_run
     from realrun.layers import layer_backend
@@ -457,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"(A) against {labels[other][:3]}: wall {o * 100:+.1f}% / {o_paired * 100:+.1f}% (other layers)"
         )
+    machine.verdict(
+        f"(A) / ({twin}) - 1, wall, the larger of the two overheads", max(wall, wall_paired), at_most=0.05
+    )
+    machine.finish()
     return 0
 
 
