@@ -15,7 +15,7 @@ from workbench.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 # Commands whose examples train for real or run a study's grid: minutes each.
-SLOW_COMMANDS = ("realrun", "run", "study run", "report", "fidelity")
+SLOW_COMMANDS = ("realrun", "run", "study run", "report", "fidelity", "validate")
 
 
 def help_texts() -> list[tuple[str, str]]:

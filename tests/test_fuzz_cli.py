@@ -3,7 +3,7 @@ values of each command's options (numbers with NaN, infinities, huge and negativ
 empty strings, paths that are folders, files or missing, unknown names). Every one exits 0,
 or exits 2 with one error line that names something the user typed; never a traceback, never
 a NaN in the output. Commands that would run for minutes when valid (run, study run, realrun,
-microbench, fidelity, calibrate) are fuzzed at the parsing level: argparse's own usage error
+microbench, fidelity, validate, calibrate) are fuzzed at the parsing level: argparse's own usage error
 (SystemExit 2) is fine, any other exception is a bug."""
 
 from __future__ import annotations
@@ -252,6 +252,9 @@ PARSE = {
             "--batch-size": NUMBERS,
             "-o": PATHS,
         },
+    ),
+    "validate": command(
+        ["validate"], [], {"--device": st.sampled_from(["cpu", "cuda", "tpu", ""]), "-o": PATHS}
     ),
     "calibrate": command(
         ["calibrate"],

@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "realrun",
     "trace",
     "microbench",
+    "validate",
     "study",
 )
 
