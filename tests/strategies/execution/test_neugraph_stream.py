@@ -519,3 +519,53 @@ def test_workers_on_several_machines_are_an_error():
 def test_bad_parameters_name_the_field(params, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         EXECUTION_SCHEMES.create(SCHEME, **params)
+
+
+# ---- the schedule both the plan builder and the real executor read ---------------------------------
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_schedules_columns_against_a_brute_force_reading_of_the_graph(workers):
+    """Each column streams exactly the sub-chunks with an edge into a member's outer chunk, once each;
+    a filtered sub-chunk loads exactly its vertices with such an edge, another its whole sub-range;
+    a sub-chunk's rows go down the chain to its last member with an edge; and the plan has the
+    rows copy of every one of them under the schedule's id."""
+    from workbench.strategies.execution.neugraph_stream import NeuGraphTaskIds
+
+    prepared = prepare_run(
+        config(
+            graph="sbm:n=400,blocks=8,deg=4",
+            workers=workers,
+            partition={"name": "chunk2d", "gpu_memory_bytes": "100KiB"},
+        )
+    )
+    inputs = prepared.inputs
+    schedule = prepared.scheme.schedule(inputs)
+    ids = {t.id for t in prepared.plan().tasks}
+    bounds = schedule.setup.bounds
+    src, dst = inputs.graph.indices, inputs.graph.edge_dst()
+    filtered = 0
+    for backward, layer in ((False, 0), (False, 1), (True, 1)):
+        outer_of, inner_of = (src, dst) if backward else (dst, src)
+        for column in schedule.columns(layer, backward):
+            subs = column.sub_bounds
+            qs = [sub.q for sub in column.items]
+            assert sorted(qs) == sorted(set(qs))
+            wanted = set()
+            for o in column.outers:
+                into = (outer_of >= bounds[o]) & (outer_of < bounds[o + 1])
+                wanted |= set((np.searchsorted(subs, inner_of[into], side="right") - 1).tolist())
+            assert set(qs) == wanted
+            for sub in column.items:
+                inside = (inner_of >= subs[sub.q]) & (inner_of < subs[sub.q + 1])
+                per_member = [
+                    ((outer_of >= bounds[o]) & (outer_of < bounds[o + 1]) & inside) for o in column.outers
+                ]
+                assert list(sub.edges) == [int(e.sum()) for e in per_member]
+                useful = np.unique(np.concatenate([inner_of[e] for e in per_member]))
+                whole = np.arange(subs[sub.q], subs[sub.q + 1])
+                rows = column.row_vertices(sub)
+                assert np.array_equal(rows, useful if sub.filtered else whole) and sub.rows == rows.size
+                assert sub.needed == max(m for m, e in enumerate(per_member) if e.any())
+                prefix = NeuGraphTaskIds.column_prefix(0, column.tag, column.group[0], column.outers[0])
+                assert NeuGraphTaskIds.rows(prefix, sub.q) in ids
+                filtered += sub.filtered
+    assert filtered > 0
