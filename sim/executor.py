@@ -61,7 +61,7 @@ from sim.memory import MemoryTimeline, TaskMemory, check_resident, task_memory
 from sim.resources import Engine, MachineEngines
 from sim.topology import Route, Topology
 from workbench.hardware.spec import ClusterSpec
-from workbench.plan import CheckedPlan, Plan, Task
+from workbench.plan import TASK_KINDS, CheckedPlan, Plan, Task
 from workbench.trace import TraceRows
 
 TaskEndHook = Callable[[Task, float, float, float], None]  # (task, ready, start, end)
@@ -166,6 +166,9 @@ class _Structure:
     route_keys: list[tuple[str, str]]  # per transfer among ``others``, (src, dst); () for a collective
 
 
+_KIND_CODES = {kind: code for code, kind in enumerate(TASK_KINDS)}
+
+
 def _structure(checked: CheckedPlan) -> _Structure:
     cached = checked.derived.get("sim.structure")
     if cached is not None:
@@ -180,10 +183,13 @@ def _structure(checked: CheckedPlan) -> _Structure:
     src = np.fromiter(
         map(position.__getitem__, chain.from_iterable(dep_lists)), dtype=np.int64, count=int(counts.sum())
     )
-    # Dependencies as (user, dependency) position pairs; a repeated one counts once.
+    # Dependencies as (user, dependency) position pairs; a repeated one counts once (only
+    # tasks with two or more dependencies can repeat one: the others are not searched).
     dst = np.repeat(np.arange(n, dtype=np.int64), counts)
-    pairs = np.unique(dst * max(n, 1) + src)
-    if len(pairs) != len(src):
+    several = np.repeat(counts > 1, counts)
+    keys = dst[several] * max(n, 1) + src[several]
+    if len(np.unique(keys)) != len(keys):
+        pairs = np.unique(dst * max(n, 1) + src)
         dst, src = np.divmod(pairs, n)
         counts = np.bincount(dst, minlength=n)
     # Each task's users in task order (a deterministic wake-up order), as one flat list.
@@ -192,7 +198,9 @@ def _structure(checked: CheckedPlan) -> _Structure:
     users: list[int] = dst[np.argsort(src, kind="stable")].tolist()
     first_user: list[int] = first.tolist()
     kinds = fields["kind"]
-    is_compute = np.fromiter(map("compute".__eq__, kinds), dtype=bool, count=n)
+    kind_code = np.fromiter(map(_KIND_CODES.__getitem__, kinds), dtype=np.int8, count=n)
+    is_compute = kind_code == _KIND_CODES["compute"]
+    is_transfer = kind_code == _KIND_CODES["transfer"]
     others: list[int] = np.flatnonzero(~is_compute).tolist()
     src_of, dst_of = fields["src"], fields["dst"]
     structure = checked.derived["sim.structure"] = _Structure(
@@ -200,7 +208,7 @@ def _structure(checked: CheckedPlan) -> _Structure:
         users=users,
         first_user=first_user,
         user_counts=np.diff(first).tolist(),
-        memory_actions=task_memory(tasks, kinds, users, first_user, fields),
+        memory_actions=task_memory(fields, is_transfer, users, first_user),
         compute=np.flatnonzero(is_compute).tolist(),
         others=others,
         route_keys=[(src_of[i] or "", dst_of[i] or "") if kinds[i] == "transfer" else () for i in others],  # type: ignore[misc]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -71,69 +72,84 @@ def check_resident(plan: Plan, cluster: ClusterSpec) -> dict[str, int]:
 
 @dataclass(slots=True)
 class TaskMemory:
-    """What one task does to memory: allocations at its start, releases at its end."""
+    """What one task does to memory: allocations at its start, releases at its end.
 
-    allocate: list[tuple[str, str, int]]  # (memory, tensor name, bytes), named tensors
+    Read-only once made (a run only iterates it): tasks without some action share one
+    empty tuple for it.
+    """
+
+    allocate: Sequence[tuple[str, str, int]]  # (memory, tensor name, bytes), named tensors
     buffer: tuple[str, int] | None  # the unnamed landing buffer of a transfer: (dst, bytes)
-    transient: list[tuple[str, int]]  # (memory, bytes) held while the task runs
-    free: list[str]  # named tensors freed at its end
-    consumes: list[int]  # transfers among its dependencies whose unnamed buffer it reads
+    transient: Sequence[tuple[str, int]]  # (memory, bytes) held while the task runs
+    free: Sequence[str]  # named tensors freed at its end
+    consumes: Sequence[int]  # transfers among its dependencies whose unnamed buffer it reads
+
+
+_NONE: tuple = ()
 
 
 def task_memory(
-    tasks: Sequence[Task],
-    kinds: Sequence[str],
+    fields: Mapping[str, Sequence[Any]],
+    is_transfer: np.ndarray,
     users: Sequence[int],
     first_user: Sequence[int],
-    fields: Mapping[str, Sequence[Any]] | None = None,
 ) -> list[TaskMemory | None]:
     """Per task, its :class:`TaskMemory`; None for a task that touches no memory (most of them).
 
-    ``users[first_user[i]:first_user[i + 1]]``: the tasks that depend on task i.
-    ``fields``: the plan's columns (``workbench.plan.PlanColumns``), when the caller has
-    them: which tasks touch memory is then found from the columns, not the task objects.
+    ``fields``: the plan's columns (``workbench.plan.PlanColumns``); ``is_transfer``: which
+    tasks are transfers; ``users[first_user[i]:first_user[i + 1]]``: the tasks that depend
+    on task i. Which tasks touch memory is found in bulk over the columns; the common
+    ones (a transfer landing in an unnamed buffer, a task reading such buffers and doing
+    nothing else to memory) are made without a per-field step.
     """
-    n = len(tasks)
-    if fields is None:
-        fields = {
-            name: [getattr(t, name) for t in tasks]
-            for name in ("memory", "allocate", "free", "src", "dst", "bytes")
-        }
+    n = len(is_transfer)
     src, dst, nbytes, allocate = fields["src"], fields["dst"], fields["bytes"], fields["allocate"]
     # Transfers that name no buffer (found in bulk; per task only among those).
-    unnamed = np.fromiter(map("transfer".__eq__, kinds), dtype=bool, count=n) & ~_truthy(allocate)
-    buffered = [i for i in np.flatnonzero(unnamed).tolist() if src[i] != dst[i] and nbytes[i] > 0]
+    unnamed = np.flatnonzero(is_transfer).tolist()
+    if any(map(allocate.__getitem__, unnamed)):
+        unnamed = [i for i in unnamed if not allocate[i]]
+    buffered = [i for i in unnamed if src[i] != dst[i] and nbytes[i] > 0]
     consumes: dict[int, list[int]] = {}
     for j in buffered:
         for u in users[first_user[j] : first_user[j + 1]]:
             consumes.setdefault(u, []).append(j)
-    buffered_set = set(buffered)
+    # Tasks that hold transient memory, allocate or free: the general case, field by field.
+    holding = set(compress(range(n), fields["memory"]))
+    holding.update(compress(range(n), allocate), compress(range(n), fields["free"]))
     out: list[TaskMemory | None] = [None] * n
-    holding = np.flatnonzero(_truthy(fields["memory"]) | _truthy(allocate) | _truthy(fields["free"])).tolist()
-    touching = sorted(buffered_set.union(consumes, holding))
-    for i in touching:
-        t = tasks[i]
-        target = t.writes_to()
-        memory = t.memory
-        if not memory:
-            transient = []
-        elif t.kind == "collective":
-            transient = [(node, memory) for node in t.devices]
-        else:
-            transient = [(target, memory)]
-        out[i] = TaskMemory(
-            [(target, name, b) for name, b in t.allocate.items()] if t.allocate else [],  # type: ignore[misc]
-            (t.dst, t.bytes) if i in buffered_set else None,  # type: ignore[arg-type]
-            transient,
-            list(t.free),
-            consumes.get(i, []),
-        )
+    for i in buffered:
+        if i not in holding:
+            out[i] = TaskMemory(_NONE, (dst[i], nbytes[i]), _NONE, _NONE, consumes.get(i, _NONE))
+    for i, read in consumes.items():
+        if i not in holding and out[i] is None:
+            out[i] = TaskMemory(_NONE, None, _NONE, _NONE, read)
+    buffered_set = set(buffered)
+    for i in holding:
+        out[i] = _held(fields, i, bool(is_transfer[i]), i in buffered_set, consumes.get(i, _NONE))
     return out
 
 
-def _truthy(values: Sequence[Any]) -> np.ndarray:
-    """``bool(v)`` of every value (a non-zero count, a non-empty dict or list), as a mask."""
-    return np.fromiter(map(bool, values), dtype=bool, count=len(values))
+def _held(
+    fields: Mapping[str, Sequence[Any]], i: int, transfer: bool, buffered: bool, consumes: Sequence[int]
+) -> TaskMemory:
+    """The :class:`TaskMemory` of task ``i``, which allocates, frees or holds transient memory."""
+    kind = fields["kind"][i]
+    target = fields["device"][i] if kind == "compute" else fields["dst"][i] if transfer else None
+    memory = fields["memory"][i]
+    if not memory:
+        transient: Sequence[tuple[str, int]] = _NONE
+    elif kind == "collective":
+        transient = [(node, memory) for node in fields["devices"][i]]
+    else:
+        transient = [(target, memory)]
+    allocate = fields["allocate"][i]
+    return TaskMemory(
+        [(target, name, b) for name, b in allocate.items()] if allocate else _NONE,  # type: ignore[misc]
+        (fields["dst"][i], fields["bytes"][i]) if buffered else None,
+        transient,
+        list(fields["free"][i]) or _NONE,
+        consumes,
+    )
 
 
 class MemoryTimeline:

@@ -578,24 +578,48 @@ def _fail(plan_name: str, t: Task, what: str) -> PlanError:
 def check_task(t: Task, plan_name: str = "plan") -> None:
     """Raise :class:`PlanError` naming the task and the field for anything malformed in ``t`` alone.
 
-    Runs once per task of plans with hundreds of thousands of tasks: messages are built
-    only on error, and the common field values pass with a type test or two.
+    Runs once per task of plans with hundreds of thousands of tasks, so the common field
+    values (a plain int, str or float, an empty dict or list) pass here inline, with a type
+    test and a comparison and no call; a group of fields that does not goes to its checker,
+    which applies the general rule (numpy integers are counts too, say) and raises naming
+    the field. Messages are built only on error. Order matters: a task with several
+    problems reports the first one in this order.
     """
-
-    # Each test in the helpers below tries the common case inline first (a plain int, str
-    # or float: a type test and a comparison, no call), then the general rule's function.
-    # Order matters: a task with several problems reports the first one in this order.
-    if not ((type(t.id) is str and t.id) or _is_name(t.id)):
-        raise PlanError(f"plan {plan_name!r}: a task has an empty or non-string id ({t.id!r})")
-    _check_kind_and_phase(t, plan_name)
-    _check_counts(t, plan_name)
-    _check_tags(t, plan_name)
+    tid, kind, phase = t.id, t.kind, t.phase
+    if not ((type(tid) is str and tid) or _is_name(tid)):
+        raise PlanError(f"plan {plan_name!r}: a task has an empty or non-string id ({tid!r})")
+    if kind not in TASK_KINDS or type(phase) is not str or phase not in _PHASE_SET:
+        _check_kind_and_phase(t, plan_name)
+    b, items, memory, worker, iteration, layer = t.bytes, t.items, t.memory, t.worker, t.iteration, t.layer
+    if not (
+        type(b) is int
+        and type(items) is int
+        and type(memory) is int
+        and type(worker) is int
+        and type(iteration) is int
+        and 0 <= b <= INT64_MAX
+        and 0 <= items <= INT64_MAX
+        and 0 <= memory <= INT64_MAX
+        and 0 <= worker <= INT64_MAX
+        and 0 <= iteration <= INT64_MAX
+        and (layer is None or (type(layer) is int and 0 <= layer <= INT64_MAX))
+    ):
+        _check_counts(t, plan_name)
+    carries = t.carries
+    if type(carries) is not str or carries not in _CARRIES_SET or type(t.label) is not str:
+        _check_tags(t, plan_name)
     _check_deps_and_features(t, plan_name)
-    _check_memory_effects(t, plan_name)
-    if t.kind == "compute":
-        _check_compute_fields(t, plan_name)
-    elif t.kind == "transfer":
-        _check_transfer_fields(t, plan_name)
+    allocate, free = t.allocate, t.free
+    if not (type(allocate) is dict and not allocate and type(free) is list and not free):
+        _check_memory_effects(t, plan_name)
+    if kind == "compute":
+        device = t.device
+        if not (type(device) is str and device):
+            _check_compute_fields(t, plan_name)
+    elif kind == "transfer":
+        src, dst = t.src, t.dst
+        if not (type(src) is str and src and type(dst) is str and dst):
+            _check_transfer_fields(t, plan_name)
     else:
         _check_collective_fields(t, plan_name)
 
@@ -609,25 +633,10 @@ def _check_kind_and_phase(t: Task, plan_name: str) -> None:
 
 def _check_counts(t: Task, plan_name: str) -> None:
     """bytes, items, memory, worker, iteration and layer must be counts (non-negative int64s)."""
-    b, items, memory, worker, iteration = t.bytes, t.items, t.memory, t.worker, t.iteration
-    plain = (
-        type(b) is int
-        and type(items) is int
-        and type(memory) is int
-        and type(worker) is int
-        and type(iteration) is int
-        and 0 <= b <= INT64_MAX
-        and 0 <= items <= INT64_MAX
-        and 0 <= memory <= INT64_MAX
-        and 0 <= worker <= INT64_MAX
-        and 0 <= iteration <= INT64_MAX
-    )
-    if not plain and not (
-        _is_count(b) and _is_count(items) and _is_count(memory) and _is_count(worker) and _is_count(iteration)
-    ):
-        field_name = next(f for f in _TASK_COUNTS if not _is_count(getattr(t, f)))
+    for field_name in _TASK_COUNTS:
         value = getattr(t, field_name)
-        raise _fail(plan_name, t, f"{field_name} {_count_problem(value)}")
+        if not _is_count(value):
+            raise _fail(plan_name, t, f"{field_name} {_count_problem(value)}")
     if t.layer is not None and not _is_count(t.layer):
         raise _fail(plan_name, t, f"layer {_count_problem(t.layer)}")
 
@@ -669,14 +678,12 @@ def _check_memory_effects(t: Task, plan_name: str) -> None:
 
 
 def _check_compute_fields(t: Task, plan_name: str) -> None:
-    device = t.device
-    if not ((type(device) is str and device) or _is_name(device)):
+    if not _is_name(t.device):
         raise _fail(plan_name, t, "a compute task needs a device")
 
 
 def _check_transfer_fields(t: Task, plan_name: str) -> None:
-    src, dst = t.src, t.dst
-    if not ((type(src) is str and src and type(dst) is str and dst) or (_is_name(src) and _is_name(dst))):
+    if not (_is_name(t.src) and _is_name(t.dst)):
         raise _fail(plan_name, t, "a transfer needs src and dst")
 
 
@@ -745,10 +752,12 @@ class PlanColumns:
         names = COLUMN_FIELDS
         if not tasks:
             return cls(list(tasks), {n: [] for n in names})
-        # One attribute pass per task object for every field, then split into columns:
-        # a pass per field would miss the cache on every task object each time.
-        rows = list(map(attrgetter(*names), tasks))
-        return cls(list(tasks), dict(zip(names, map(list, zip(*rows, strict=True)), strict=True)))
+        # One attribute pass per task object for every field, into one flat list, then
+        # split into columns by slicing it: a pass per field would miss the cache on every
+        # task object each time, and a transpose of the rows (zip) costs more than the slices.
+        flat = list(chain.from_iterable(map(attrgetter(*names), tasks)))
+        step = len(names)
+        return cls(list(tasks), {name: flat[k::step] for k, name in enumerate(names)})
 
     def nodes(self) -> set[str]:
         """Every node the tasks name: computes' devices, transfers' ends, collectives' devices."""
