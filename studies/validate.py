@@ -25,7 +25,7 @@ and the others go on; the summary's ``passed`` holds only when every run finishe
 plan's bytes and calibration and fidelity ran.
 
 The output folder (default ``reports/traces/<device>/``: ``cpu``, or the GPU's model as a slug,
-``nvidia-h100-80gb-hbm3``) is small enough to commit (about 2 MB): ``hardware.toml`` (the
+``nvidia-h100-80gb-hbm3``) is small enough to commit (about 2.5 MB): ``hardware.toml`` (the
 modelled cluster), ``configs/``, ``microbench/`` and ``runs/<case>-w<workers>/`` (each real
 run's folder less its raw ``parts/``), ``profile.toml``, ``fidelity.csv``, the plots,
 ``summary.json`` and ``index.html``. A new validate clears the folders an earlier one wrote
@@ -62,8 +62,17 @@ EPOCHS = 4  # the first is cold (left out); the other three are each one measure
 GRAPH = "sbm:n=6000,blocks=8,deg=10,feat=64"
 TIME_LIMIT_S = 600.0  # one run; a hung scheme is stopped and recorded, the others go on
 COLLECTIVE_TIMEOUT_S = 60.0
-# What a run folder keeps (the launcher's raw parts/ and the configuration as given go).
-KEPT = ("trace.parquet", "results.csv", "run.json", "config.toml", "plan.json", "hardware.toml", "load.json")
+# What a run folder keeps (the launcher's raw parts/ go: trace.parquet holds their rows).
+KEPT = (
+    "trace.parquet",
+    "results.csv",
+    "run.json",
+    "config.toml",
+    "config.given.toml",
+    "plan.json",
+    "hardware.toml",
+    "load.json",
+)
 KIND = "gnnwb validate"
 
 CONFIG = """name = "{name}"
