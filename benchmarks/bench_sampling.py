@@ -37,6 +37,14 @@ GraphSAGE's uniform rows of ``P`` in closed form, as fused does, instead of by w
 ITS): an A/B run of the two versions on the same machine (``--only bulk-matrix --scipy
 --rounds 2 --batches 64``) gave scipy 5.4 -> 11.3 minibatches/s (CPU ~213 -> ~95 ms per
 minibatch) and fused unchanged (153.5 and 167.7, ~11 ms per minibatch, identical sizes).
+
+Issue 28's "no worse than before" lines (1.59x and 3.58x, one measurement of the issue's)
+are ratios to DGL of that moment. Side by side on 2026-11-26 (2-core AMD EPYC, load
+1.9-2.0, ``--runs 1`` alternately, twice each), the code before issue 28 (14360dc; the
+``neighbor`` sampler has not changed since) and after: neighbor 81.4 / 79.8 against 78.3 /
+80.4 minibatches/s, 1.48x / 1.50x against 1.48x / 1.20x DGL (DGL 53-67 minibatches/s);
+bulk-matrix 3.71x / 3.77x against 4.04x / 3.10x. The neighbor line fails on this machine
+before the issue as after it: it measures DGL's pace, not a change here.
 """
 
 from __future__ import annotations
