@@ -36,6 +36,7 @@ REAL = {
     "bulk-pipeline": "bulk-pipeline-sage-products-perlmutter",
     "model-centric": "sage-products-hopgnn",
     "naive-feature-centric": "naive-feature-centric-gcn-sbm-real",
+    "neugraph-stream": "neugraph-gcn-sbm-real",
     "hopgnn": "hopgnn-sbm-real",
     "p3": "p3-sage-products-hopgnn",
     "roc-fullgraph": "roc-sbm-real",
