@@ -373,6 +373,12 @@ def _run_workers(
     setup_path = scratch / "setup.pickle"
     with setup_path.open("wb") as f:
         pickle.dump(setup, f, protocol=pickle.HIGHEST_PROTOCOL)
+    # OpenMP threads that spin while they wait for a busy core slow a CPU worker's epoch up to 100x
+    # when another process shares the cores (a 1-worker run's 2 threads: 2.5-3.1 s against 22 ms
+    # for the same epoch with passive waiting, measured by gnnwb validate under load); spawned
+    # workers read the setting from the environment they inherit. A user's own setting wins.
+    if setup.device == "cpu":
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     context = mp.get_context("spawn")
     status = context.Array("d", world * len(STATUS_FIELDS), lock=False)
     procs = _worker_processes(context, world, str(setup_path), status, net)
