@@ -36,21 +36,7 @@ from workbench.plan import Plan
 from workbench.run import PreparedRun, results_row
 from workbench.trace import TraceRows, build_trace, collective_bytes_sent, make_trace
 
-# Phases whose bytes the worker counts, and the plan predicts (all but the index traffic).
-MEASURED_PHASES = (
-    "sample",
-    "gather_local",
-    "h2d",
-    "d2h",
-    "d2d",
-    "gather_remote",
-    "allreduce",
-    "alltoall",
-    "migrate",
-    "d2d_index",
-    "gather_remote_index",
-    "migrate_index",
-)
+# Phases whose bytes the plan predicts; the worker counts these and the index traffic beside them.
 PLANNED_PHASES = (
     "sample",
     "gather_local",
@@ -62,6 +48,7 @@ PLANNED_PHASES = (
     "alltoall",
     "migrate",
 )
+MEASURED_PHASES = (*PLANNED_PHASES, "d2d_index", "gather_remote_index", "migrate_index")
 
 
 @dataclass
