@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -380,6 +380,16 @@ def backward_by_layer(
 
 
 EpochTotals = dict[str, float]  # a worker's loss_sum, correct predictions and seeds of one epoch
+
+
+def epoch_totals(iterations: Iterable[tuple[float, int, int]]) -> EpochTotals:
+    """A worker's epoch from its iterations' (loss summed over their seeds, correct, seeds), in order."""
+    totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
+    for loss_sum, correct, seeds in iterations:
+        totals["loss_sum"] += loss_sum
+        totals["correct"] += correct
+        totals["seeds"] += seeds
+    return totals
 
 
 class RealExecutor(ABC):

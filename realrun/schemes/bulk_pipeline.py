@@ -29,7 +29,7 @@ really sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,7 @@ from realrun.schemes.base import (
     EpochTotals,
     WorkerContext,
     backward_by_layer,
+    epoch_totals,
     link_engine,
 )
 from realrun.schemes.model_centric import ModelCentricExecutor, forward_by_layer, seed_labels
@@ -456,15 +457,14 @@ class BulkPipelineExecutor(ModelCentricExecutor):
         ctx.row(task, "sample", start, end, nbytes, engine=engine)
 
     def run_epoch(self, epoch: int) -> EpochTotals:
-        totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
-        for step in self.steps:
-            drawn = self.sample_step(step)
-            for it in step.iterations:
-                loss, correct, seeds = self.train(it, drawn[it], begin=it != step.iterations[0])
-                totals["loss_sum"] += loss * seeds
-                totals["correct"] += correct
-                totals["seeds"] += seeds
-        return totals
+        def trained() -> Iterator[tuple[float, int, int]]:  # each bulk step sampled, then trained on
+            for step in self.steps:
+                drawn = self.sample_step(step)
+                for it in step.iterations:
+                    loss, correct, seeds = self.train(it, drawn[it], begin=it != step.iterations[0])
+                    yield loss * seeds, correct, seeds
+
+        return epoch_totals(trained())
 
     def sample_step(self, step: SamplingStep) -> dict[int, Minibatch]:
         """This worker's part of bulk step ``step``; returns its own minibatches by iteration, checked

@@ -77,6 +77,7 @@ from realrun.schemes.base import (
     WorkerContext,
     all_reduce_and_step,
     backward_by_layer,
+    epoch_totals,
     link_engine,
 )
 from realrun.schemes.model_centric import ModelCentricExecutor, seed_labels
@@ -179,13 +180,7 @@ class HopGNNExecutor(ModelCentricExecutor):
         """Train one epoch; returns this worker's loss sum, correct predictions and roots trained."""
         if not self.scheme.micrographs:  # the plan is model-centric's, and so is the run
             return super().run_epoch(epoch)
-        totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
-        for it in range(self.ctx.inputs.num_iterations):
-            loss_sum, correct, seeds = self.micrograph_iteration(it)
-            totals["loss_sum"] += loss_sum
-            totals["correct"] += correct
-            totals["seeds"] += seeds
-        return totals
+        return epoch_totals(map(self.micrograph_iteration, range(self.ctx.inputs.num_iterations)))
 
     def micrograph_iteration(self, it: int) -> tuple[float, int, int]:
         """Iteration ``it`` of the schedule on this worker: its cells in kept-step order, receiving

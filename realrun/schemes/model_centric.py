@@ -38,6 +38,7 @@ from realrun.schemes.base import (
     WorkerContext,
     all_reduce_and_step,
     backward_by_layer,
+    epoch_totals,
     make_optimizer,
 )
 from workbench.strategies.execution import task_ids
@@ -59,13 +60,8 @@ class ModelCentricExecutor(RealExecutor):
 
     def run_epoch(self, epoch: int) -> EpochTotals:
         """Train one epoch; returns this worker's loss sum, correct predictions and seed count."""
-        totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
-        for it in range(self.ctx.inputs.num_iterations):
-            loss, correct, seeds = self.iteration(it)
-            totals["loss_sum"] += loss * seeds
-            totals["correct"] += correct
-            totals["seeds"] += seeds
-        return totals
+        results = map(self.iteration, range(self.ctx.inputs.num_iterations))
+        return epoch_totals((loss * seeds, correct, seeds) for loss, correct, seeds in results)
 
     def iteration(self, it: int) -> tuple[float, int, int]:
         ctx = self.ctx

@@ -67,7 +67,7 @@ from realrun import p2p
 from realrun.feature_store import peer_reads_possible, tensor_bytes
 from realrun.layers import TensorBlock, aggregate_sum
 from realrun.schemes import REAL_EXECUTORS
-from realrun.schemes.base import EpochTotals, WorkerContext, all_reduce_and_step, link_engine
+from realrun.schemes.base import EpochTotals, WorkerContext, all_reduce_and_step, epoch_totals, link_engine
 from realrun.schemes.model_centric import ModelCentricExecutor, seed_labels
 from workbench.config import RunConfig
 from workbench.errors import ConfigError
@@ -266,13 +266,7 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
 
     def run_epoch(self, epoch: int) -> EpochTotals:
         """Train one epoch; returns this worker's model's loss sum, correct predictions and roots."""
-        totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
-        for it in range(self.ctx.inputs.num_iterations):
-            loss_sum, correct, seeds = self.iteration(it)
-            totals["loss_sum"] += loss_sum
-            totals["correct"] += correct
-            totals["seeds"] += seeds
-        return totals
+        return epoch_totals(map(self.iteration, range(self.ctx.inputs.num_iterations)))
 
     def iteration(self, it: int) -> tuple[float, int, int]:
         """Iteration ``it``: the rounds of the schedule's tours that touch this worker, then the sync."""

@@ -60,7 +60,7 @@ from realrun.arena import Arena
 from realrun.feature_store import tensor_bytes
 from realrun.operator_kernels import IGNORED_LABEL, LossFigures, PartKernels, edge_chunk_sum
 from realrun.schemes import REAL_EXECUTORS
-from realrun.schemes.base import EpochTotals, WorkerContext
+from realrun.schemes.base import EpochTotals, WorkerContext, epoch_totals
 from realrun.schemes.model_centric import ModelCentricExecutor
 from workbench.config import RunConfig
 from workbench.errors import ConfigError
@@ -271,13 +271,8 @@ class NeuGraphStreamExecutor(ModelCentricExecutor):
     def run_epoch(self, epoch: int) -> EpochTotals:
         """Train the run's iterations, each over the whole graph; returns this worker's loss sum,
         correct predictions and training vertices (those of the chunks it owns)."""
-        totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
-        for it in range(max(1, self.ctx.inputs.num_iterations)):
-            figures = self.run_iteration(it)
-            totals["loss_sum"] += figures.loss_sum
-            totals["correct"] += figures.correct
-            totals["seeds"] += figures.seeds
-        return totals
+        results = map(self.run_iteration, range(max(1, self.ctx.inputs.num_iterations)))
+        return epoch_totals((f.loss_sum, f.correct, f.seeds) for f in results)
 
     def run_iteration(self, it: int) -> LossFigures:
         """The schedule's passes, then the all-reduce and the step."""

@@ -43,7 +43,13 @@ from torch.nn import functional as F
 from realrun.feature_store import tensor_bytes
 from realrun.layers import TensorBlock
 from realrun.schemes import REAL_EXECUTORS
-from realrun.schemes.base import EpochTotals, WorkerContext, backward_by_layer, exchange_pairwise
+from realrun.schemes.base import (
+    EpochTotals,
+    WorkerContext,
+    backward_by_layer,
+    epoch_totals,
+    exchange_pairwise,
+)
 from realrun.schemes.model_centric import ModelCentricExecutor
 from realrun.schemes.roc_memory import PolicyStep, local_edges
 from workbench.strategies.execution import task_ids
@@ -196,13 +202,7 @@ class RocFullGraphExecutor(ModelCentricExecutor):
     def run_epoch(self, epoch: int) -> EpochTotals:
         """Train the plan's iterations, each over the whole graph; returns this worker's loss sum,
         correct predictions and training-vertex count."""
-        totals = {"loss_sum": 0.0, "correct": 0, "seeds": 0}
-        for schedule in self.schedules.values():
-            loss, correct, seeds = self.run_iteration(schedule)
-            totals["loss_sum"] += loss
-            totals["correct"] += correct
-            totals["seeds"] += seeds
-        return totals
+        return epoch_totals(map(self.run_iteration, self.schedules.values()))
 
     def run_iteration(self, schedule: IterationSchedule) -> tuple[float, int, int]:
         """One iteration as ``schedule`` says: features, per layer halo exchange and forward, the
