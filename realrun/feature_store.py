@@ -41,6 +41,7 @@ import torch
 import torch.distributed as dist
 
 from realrun import p2p
+from realrun.host_rows import HostRows, pinned
 from workbench.strategies.execution.base import FeatureRead, SchemeInputs, feature_reads
 from workbench.strategies.execution.task_ids import read_task
 
@@ -186,7 +187,8 @@ class FeatureStore:
         # One machine holds every vertex: a vertex's host row is its id (no lookup per read).
         self.host_is_all = self.host_vertices.shape[0] == n
         host = torch.from_numpy(np.ascontiguousarray(features(self.host_vertices), dtype=np.float32))
-        self.host = host.pin_memory() if device.type == "cuda" else host
+        self.host = pinned(host, device)
+        self.host_rows = HostRows(device)
         if inputs.placement is not None:
             self.cache_vertices = np.asarray(inputs.placement.gpu_vertices[rank], dtype=np.int64)
         else:
@@ -200,16 +202,6 @@ class FeatureStore:
         self.owner = inputs.partition.owner
         self.gpu_worker = {gpu: w for w, gpu in enumerate(inputs.workers)}
         self._slot = np.zeros(n, dtype=np.int64)  # gather(): each requested vertex's row in its output
-
-    def _staging(self, rows: int) -> torch.Tensor:
-        """A pinned host buffer of ``rows`` rows (grown as needed, reused across iterations)."""
-        buf = getattr(self, "_pinned", None)
-        if buf is None or buf.shape[0] < rows:
-            # The previous copy out of it may still be in flight.
-            torch.cuda.synchronize(self.device)
-            buf = torch.empty((max(rows, 1024), self.dim), dtype=torch.float32, pin_memory=True)
-            self._pinned = buf
-        return buf[:rows]
 
     # ---- one minibatch's input features ---------------------------------------------------------
     def gather(
@@ -282,13 +274,7 @@ class FeatureStore:
         """Read ``vertices`` from this machine's host memory (``h2d``) into their places in ``out``."""
         start = self.clock()
         index = torch.from_numpy(vertices if self.host_is_all else self.host_index[vertices])
-        if self.device.type == "cuda":
-            # Gather into pinned memory, then one DMA copy to the device.
-            staged = self._staging(index.shape[0])
-            torch.index_select(self.host, 0, index, out=staged)
-            rows = staged.to(self.device, non_blocking=True)
-        else:
-            rows = self.host.index_select(0, index)
+        rows = self.host_rows.gather(self.host, index)  # on CUDA: pinned staging, one DMA copy
         out.place(vertices, rows)
         end = self.clock()
         nbytes = tensor_bytes(rows)

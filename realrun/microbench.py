@@ -502,6 +502,7 @@ def _comm_worker(rank: int, spec: dict[str, Any], out_path: str) -> None:
             rank=rank,
             world_size=2,
             timeout=timedelta(seconds=spec["timeout"]),
+            **({"device_id": dev} if dev.type == "cuda" else {}),
         )
         clock = _Clock(dev)
 

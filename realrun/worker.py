@@ -130,7 +130,7 @@ def run_worker(rank: int, world: int, local_rank: int, setup: WorkerSetup, statu
 def _train(rank: int, world: int, local_rank: int, setup: WorkerSetup, status: Status, log: PartLog) -> None:
     device = _device(setup, world, local_rank)
     executor_class = real_executor(setup.prepared.scheme.registered_name)
-    remote_group = _join(rank, world, setup, status)
+    remote_group = _join(rank, world, setup, status, device)
     status.phase("setup")
     ctx = _context(rank, world, device, setup, status, log, remote_group)
     executor = executor_class(ctx)
@@ -165,8 +165,12 @@ def _device(setup: WorkerSetup, world: int, local_rank: int) -> torch.device:
     return device
 
 
-def _join(rank: int, world: int, setup: WorkerSetup, status: Status) -> dist.ProcessGroup | None:
-    """Join the run's process group; returns the gloo group for feature fetches under CUDA."""
+def _join(
+    rank: int, world: int, setup: WorkerSetup, status: Status, device: torch.device
+) -> dist.ProcessGroup | None:
+    """Join the run's process group; returns the gloo group for feature fetches under CUDA. Under
+    NCCL the group is bound to this worker's GPU (``device_id``): without it NCCL guesses the GPU
+    from the global rank, which hangs where ranks do not map to GPUs that way (torch warns)."""
     cuda = setup.device == "cuda"
     status.phase("joining")
     status.comm(True)
@@ -176,6 +180,7 @@ def _join(rank: int, world: int, setup: WorkerSetup, status: Status) -> dist.Pro
         rank=rank,
         world_size=world,
         timeout=datetime.timedelta(seconds=setup.backend_timeout),
+        **({"device_id": device} if cuda else {}),
     )
     # Feature fetches are host memory to host memory (over TCP), so they take a gloo group
     # even when gradients go over NCCL.

@@ -300,6 +300,7 @@ class ValidateOptions:
     epochs: int = EPOCHS
     microbench: bool = True
     graph: str = GRAPH
+    time_limit_s: float = TIME_LIMIT_S
     reports: Path = field(default=Path("reports"))
 
     def resolved(self) -> ValidateOptions:
@@ -308,6 +309,8 @@ class ValidateOptions:
         from workbench import validate as check
 
         check_device(self.device, 0)  # an unknown device, or cuda without one, in one line
+        if not self.time_limit_s > 0:
+            raise ConfigError(f"validate's time limit per run must be positive seconds, got {self.time_limit_s}")
         if self.epochs < 2:
             raise ConfigError(f"validate needs at least 2 epochs (the first is cold), got {self.epochs}")
         workers = self.workers or worker_counts(self.device)
@@ -462,7 +465,7 @@ def _run_one(point: RunPoint, opts: ValidateOptions) -> tuple[Any, Any]:
         prep, plan = prepare(config, opts.device)
         run_real(
             prep, plan, config, folder, opts.epochs, opts.device,
-            time_limit=TIME_LIMIT_S, collective_timeout=COLLECTIVE_TIMEOUT_S,
+            time_limit=opts.time_limit_s, collective_timeout=min(COLLECTIVE_TIMEOUT_S, opts.time_limit_s),
         )  # fmt: skip
     finally:
         prune_run_folder(folder)

@@ -46,6 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
+from realrun.host_rows import HostRows, pinned
 from realrun.layers import GraphConv, SAGEConv, TensorBlock, build_layers, edge_weight
 from realrun.schemes import REAL_EXECUTORS
 from realrun.schemes.base import (
@@ -201,9 +202,11 @@ class P3Executor(ModelCentricExecutor):
         ctx = self.ctx
         graph = ctx.inputs.graph
         begin, end = self.bounds
-        self.feature_slice = torch.from_numpy(
-            np.ascontiguousarray(graph.features()[:, begin:end], dtype=np.float32)
+        self.feature_slice = pinned(
+            torch.from_numpy(np.ascontiguousarray(graph.features()[:, begin:end], dtype=np.float32)),
+            ctx.device,
         )
+        self.host_rows = HostRows(ctx.device)
         masks = ctx.inputs.cached_masks
         cached = np.flatnonzero(masks[ctx.rank]) if masks is not None else np.empty(0, dtype=np.int64)
         self.cache_slot = np.full(graph.num_nodes, -1, dtype=np.int64)
@@ -324,7 +327,7 @@ class P3Executor(ModelCentricExecutor):
         """This worker's slice of vertices ``ids`` copied from host memory, recorded as ``task``."""
         ctx = self.ctx
         start = ctx.now()
-        rows = self.feature_slice[torch.from_numpy(ids)].to(ctx.device)
+        rows = self.host_rows.gather(self.feature_slice, torch.from_numpy(ids))
         nbytes = tensor_bytes(rows)
         ctx.counter.add("h2d", nbytes)
         ctx.row(task, "h2d", start, ctx.now(), nbytes)

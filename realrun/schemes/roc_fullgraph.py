@@ -41,6 +41,7 @@ import torch
 from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
+from realrun.host_rows import pinned
 from realrun.layers import TensorBlock
 from realrun.schemes import REAL_EXECUTORS
 from realrun.schemes.base import (
@@ -86,7 +87,10 @@ def part_tensors(ctx: WorkerContext, lay: PartLayout) -> PartTensors:
         int(mine.shape[0]),
     )
     train_mask = graph.train_mask if graph.train_mask is not None else np.ones(graph.num_nodes, dtype=bool)
-    features = torch.from_numpy(np.ascontiguousarray(graph.features(mine), dtype=np.float32))
+    # Pinned on CUDA: the features task is a DMA copy, as every scheme's h2d is.
+    features = pinned(
+        torch.from_numpy(np.ascontiguousarray(graph.features(mine), dtype=np.float32)), ctx.device
+    )
     return PartTensors(ctx.layers.block(block, ctx.device), features, np.flatnonzero(train_mask[mine]))
 
 

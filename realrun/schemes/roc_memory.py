@@ -41,6 +41,7 @@ import torch
 
 from realrun.arena import Arena
 from realrun.feature_store import tensor_bytes
+from realrun.host_rows import pinned
 from realrun.operator_kernels import IGNORED_LABEL, LossFigures, PartKernels
 from realrun.schemes.base import WorkerContext, exchange_pairwise
 from workbench.strategies.execution.roc_fullgraph import (
@@ -115,7 +116,7 @@ class PolicyStep:
     def _host(self, t: torch.Tensor) -> torch.Tensor:
         """``t`` in host memory as loads read it: pinned on CUDA, so a load is a DMA copy as the
         plan's h2d is, not a pageable one."""
-        return t.pin_memory() if self.ctx.device.type == "cuda" else t
+        return pinned(t, self.ctx.device)
 
     # ---- one iteration ---------------------------------------------------------------------------
     def run(self, schedule: IterationSchedule) -> tuple[LossFigures, torch.Tensor]:

@@ -44,13 +44,60 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="output folder (default reports/traces/<device>/: cpu, or the GPU model such as "
         "nvidia-h100-80gb-hbm3)",
     )
+    p.add_argument(
+        "--schemes",
+        metavar="NAMES",
+        help="comma-separated real schemes to validate (default: every scheme that runs for real)",
+    )
+    p.add_argument(
+        "--workers",
+        metavar="COUNTS",
+        help="comma-separated worker counts (default: 1 and all: 2 CPU processes, or every GPU)",
+    )
+    p.add_argument(
+        "--graph",
+        metavar="SPEC",
+        help="the graph every case runs on (default: the small SBM of studies/validate.py GRAPH; "
+        "roc-fullgraph's memory-policy arenas are sized for that one)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a run that takes longer and record it as failed (default 600; a lent GPU's "
+        "minutes are few)",
+    )
     set_handler(p, run_validate)
 
 
-def run_validate(args: argparse.Namespace) -> int:
-    from studies.validate import ValidateOptions, validate
+def _names(text: str | None) -> tuple[str, ...] | None:
+    return tuple(x.strip() for x in text.split(",") if x.strip()) if text else None
 
-    opts = ValidateOptions(args.device, Path(args.out) if args.out else None)
+
+def _counts(text: str | None) -> tuple[int, ...] | None:
+    from workbench.errors import ConfigError
+
+    names = _names(text)
+    if names is None:
+        return None
+    try:
+        return tuple(int(x) for x in names)
+    except ValueError:
+        raise ConfigError(f"--workers {text!r}: give worker counts as integers, such as 1,2") from None
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from studies.validate import GRAPH, TIME_LIMIT_S, ValidateOptions, validate
+
+    opts = ValidateOptions(
+        args.device,
+        Path(args.out) if args.out else None,
+        schemes=_names(args.schemes),
+        workers=_counts(args.workers),
+        time_limit_s=TIME_LIMIT_S if args.time_limit is None else args.time_limit,
+        graph=args.graph or GRAPH,
+    )
     summary = validate(opts)
     print(summary["cuda_branch"]["statement"])
     if summary["passed"]:
