@@ -310,7 +310,9 @@ class ValidateOptions:
 
         check_device(self.device, 0)  # an unknown device, or cuda without one, in one line
         if not self.time_limit_s > 0:
-            raise ConfigError(f"validate's time limit per run must be positive seconds, got {self.time_limit_s}")
+            raise ConfigError(
+                f"validate's time limit per run must be positive seconds, got {self.time_limit_s}"
+            )
         if self.epochs < 2:
             raise ConfigError(f"validate needs at least 2 epochs (the first is cold), got {self.epochs}")
         workers = self.workers or worker_counts(self.device)

@@ -138,9 +138,13 @@ def test_options_the_library_refuses(tmp_path):
 def test_worker_counts_schemes_and_time_limit_from_the_command_line_are_checked(tmp_path, capsys):
     code, _, err = run_cli(["validate", "--device", "cpu", "--workers", "1,two"], capsys)
     assert code == 2 and "--workers '1,two': give worker counts as integers" in one_error_line(err)
-    code, _, err = run_cli(["validate", "--device", "cpu", "--time-limit", "0", "--out", str(tmp_path / "o")], capsys)
+    code, _, err = run_cli(
+        ["validate", "--device", "cpu", "--time-limit", "0", "--out", str(tmp_path / "o")], capsys
+    )
     assert code == 2 and "time limit per run must be positive" in one_error_line(err)
-    code, _, err = run_cli(["validate", "--device", "cpu", "--schemes", "no-such", "--out", str(tmp_path / "o")], capsys)
+    code, _, err = run_cli(
+        ["validate", "--device", "cpu", "--schemes", "no-such", "--out", str(tmp_path / "o")], capsys
+    )
     assert code == 2 and "no-such do not run for real" in one_error_line(err)
     assert not (tmp_path / "o" / "summary.json").exists()
 
