@@ -791,8 +791,12 @@ def write_page(summary: dict[str, Any], out: Path) -> Path:
         page.add(
             "Result",
             "Every run finished with bytes per phase equal to its plan's; calibration and fidelity ran. The "
-            "fidelity errors below are reported, not judged: on a machine other processes share, they measure "
-            "the load as much as the simulator (see Machine).",
+            "fidelity errors below are reported, not judged"
+            + (
+                ": on a machine other processes share, they measure the load as much as the simulator (see Machine)."
+                if _load_above_workers(summary)
+                else "."
+            ),
         )
     page.add("Real runs", _RUNS_NOTE, table=runs_table(summary["runs"]))
     page.add("Bytes per phase against the plan (last epoch)", _BYTES_NOTE, table=bytes_table(summary["runs"]))
@@ -809,10 +813,20 @@ def write_page(summary: dict[str, Any], out: Path) -> Path:
             else ""
         )
         + f". The 1-minute load average around the runs: median {_num(m.get('load_median'))}, max "
-        f"{_num(m.get('load_max'))} (above the worker count, other processes shared the cores: they inflate and "
-        "scatter the measured times, which the simulator does not model).",
+        f"{_num(m.get('load_max'))}: "
+        + (
+            "above the worker count, so other processes shared the cores: they inflate and scatter the "
+            "measured times, which the simulator does not model."
+            if _load_above_workers(summary)
+            else "not above the worker count, so the runs had the machine's cores to themselves."
+        ),
     )
     return page.write(out)
+
+
+def _load_above_workers(summary: dict[str, Any]) -> bool:
+    load = (summary.get("machine") or {}).get("load_max")
+    return load is not None and load > max(summary.get("workers") or [1])
 
 
 _RUNS_NOTE = (
