@@ -6,10 +6,11 @@ features in its host memory) and a full copy of the model. Per training iteratio
 
 1. its part's input features go to its device (``i{it}.w{p}.features``, ``h2d``);
 2. for each layer ``l``: the **halo exchange**: from every other part ``q``, the layer-``l``
-   inputs of the in-neighbours of ``p``'s vertices that ``q`` owns (for ``l = 0`` the input
-   features, from ``q``'s host memory), point-to-point, every pair at once
-   (``batch_isend_irecv``); then layer ``l`` over ``p``'s vertices, its sources being its own
-   vertices followed by each part's halo (``fwd{l}``);
+   inputs of the in-neighbours of ``p``'s vertices that ``q`` owns, point-to-point, every pair
+   at once (``batch_isend_irecv``); for ``l = 0`` the input features, from host memory: within
+   one machine ``p`` copies them from it itself (``h2d``, ``HaloTransfer.host_read``; ``q``
+   sends nothing), across machines ``q`` sends them; then layer ``l`` over ``p``'s vertices,
+   its sources being its own vertices followed by each part's halo (``fwd{l}``);
 3. the loss over ``p``'s training vertices, weighted so that the summed gradients are those
    of the whole graph's mean loss; one backward pass, each layer timed by a hook on its input
    (``bwd{l}``); the backward of a halo exchange sends the gradients of ``p``'s halo
@@ -33,7 +34,8 @@ from the run's scheme (``ctx.scheme``): the executor carries it out and times it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,6 +59,7 @@ from workbench.strategies.execution import task_ids
 from workbench.strategies.execution.roc_fullgraph import (
     BACKWARD,
     FORWARD,
+    HaloTransfer,
     IterationSchedule,
     PartLayout,
     RocFullGraphScheme,
@@ -73,10 +76,14 @@ class PartTensors:
     block: Any  # sources: the part's vertices, then each owner's halo rows in owner order; destinations: the part's
     features: torch.Tensor  # the part's input features, in its host memory
     train: np.ndarray  # positions in the part's vertices of its training vertices
+    # owner q -> the input features of the part's halo rows q owns, in this machine's host memory:
+    # the owners whose layer-0 halo the schedule reads from this machine's host (h2d), not over the network
+    host_halo: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
-def part_tensors(ctx: WorkerContext, lay: PartLayout) -> PartTensors:
-    """The layer block, input features and training positions of the part ``lay`` (the schedule's)."""
+def part_tensors(ctx: WorkerContext, lay: PartLayout, host_owners: Sequence[int] = ()) -> PartTensors:
+    """The layer block, input features and training positions of the part ``lay`` (the schedule's),
+    and the halo features of each owner in ``host_owners`` (read from host memory: ``HaloTransfer.host_read``)."""
     graph = ctx.inputs.graph
     mine = lay.vertices
     src, dst, num_src = local_edges(ctx, lay)  # halo rows in the order they arrive (HaloExchange.forward)
@@ -91,14 +98,30 @@ def part_tensors(ctx: WorkerContext, lay: PartLayout) -> PartTensors:
     features = pinned(
         torch.from_numpy(np.ascontiguousarray(graph.features(mine), dtype=np.float32)), ctx.device
     )
-    return PartTensors(ctx.layers.block(block, ctx.device), features, np.flatnonzero(train_mask[mine]))
+    host_halo = {
+        q: pinned(
+            torch.from_numpy(np.ascontiguousarray(graph.features(lay.halo_rows[q]), dtype=np.float32)),
+            ctx.device,
+        )
+        for q in host_owners
+    }
+    return PartTensors(
+        ctx.layers.block(block, ctx.device), features, np.flatnonzero(train_mask[mine]), host_halo
+    )
 
 
 class HaloExchange:
     """One iteration's halo exchanges of worker ``p``, as the schedule lists them."""
 
-    def __init__(self, ctx: WorkerContext, lay: PartLayout, schedule: IterationSchedule) -> None:
+    def __init__(
+        self,
+        ctx: WorkerContext,
+        lay: PartLayout,
+        schedule: IterationSchedule,
+        host_halo: Mapping[int, torch.Tensor] | None = None,
+    ) -> None:
         self.ctx, self.lay, self.schedule = ctx, lay, schedule
+        self.host_halo = host_halo or {}  # owner -> halo rows this worker reads from host memory
         self.resume: dict[int, float] = {}  # layer -> when its halo gradients were exchanged
 
     def _exchange(
@@ -113,20 +136,34 @@ class HaloExchange:
         """Layer ``layer``'s sources: ``h`` (this part's rows) and each owner's halo rows after it."""
         ctx, rank = self.ctx, self.ctx.rank
         transfers = self.schedule.exchanges(FORWARD, layer)
-        mine = {t.owner: t for t in transfers if t.reader == rank}
-        sends = [t.reader for t in transfers if t.owner == rank]
-        rows = self.lay.send_rows
-        outgoing = {q: h.detach()[torch.from_numpy(rows[q]).to(h.device)] for q in sends}
-        sizes = {q: t.rows for q, t in mine.items()}
-        incoming, received, _, start = self._exchange(outgoing, sizes, int(h.shape[1]))
-        for q in sorted(incoming):
-            t, nbytes = mine[q], tensor_bytes(incoming[q])
-            ctx.counter.add(t.phase, nbytes)
-            ctx.row(t.task, t.phase, start, received[q], nbytes)  # type: ignore[arg-type]
+        incoming = {t.owner: self.read_host(t) for t in transfers if t.host_read and t.reader == rank}
+        mine = {t.owner: t for t in transfers if t.reader == rank and not t.host_read}
+        sends = [t.reader for t in transfers if t.owner == rank and not t.host_read]
+        if mine or sends:
+            rows = self.lay.send_rows
+            outgoing = {q: h.detach()[torch.from_numpy(rows[q]).to(h.device)] for q in sends}
+            sizes = {q: t.rows for q, t in mine.items()}
+            exchanged, received, _, start = self._exchange(outgoing, sizes, int(h.shape[1]))
+            for q in sorted(exchanged):
+                t, nbytes = mine[q], tensor_bytes(exchanged[q])
+                ctx.counter.add(t.phase, nbytes)
+                ctx.row(t.task, t.phase, start, received[q], nbytes)  # type: ignore[arg-type]
+            incoming.update(exchanged)
         halo = [incoming[q] for q in sorted(incoming)]
         if layer == 0 or not h.requires_grad:  # input features take no gradient
             return torch.cat([h, *halo])
         return _HaloRows.apply(h, self, layer, *halo)
+
+    def read_host(self, t: HaloTransfer) -> torch.Tensor:
+        """The halo rows of ``t`` from this machine's host memory to the device (one timed copy)."""
+        ctx = self.ctx
+        rows = self.host_halo[t.owner]
+        start = ctx.now()
+        moved = rows.to(ctx.device, non_blocking=True, copy=True)
+        nbytes = tensor_bytes(moved)
+        ctx.counter.add(t.phase, nbytes)
+        ctx.row(t.task, t.phase, start, ctx.now(), nbytes)  # type: ignore[arg-type]
+        return moved
 
     def backward(self, grads: dict[int, torch.Tensor], layer: int, width: int) -> dict[int, torch.Tensor]:
         """Send each owner the gradients of its rows in this part's halo; receive the gradients
@@ -187,7 +224,13 @@ class RocFullGraphExecutor(ModelCentricExecutor):
         memory = next(iter(self.schedules.values())).parts[ctx.rank].memory if self.schedules else None
         # Under a memory policy the part's tensors stream through an arena; resident, one block holds them.
         self.policy = None if memory is None else PolicyStep(ctx, self.layout, self.model, memory)
-        self.part = part_tensors(ctx, self.layout) if memory is None else None
+        reads = {
+            t.owner
+            for schedule in self.schedules.values()
+            for t in schedule.exchanges(FORWARD, 0)
+            if t.host_read and t.reader == ctx.rank
+        }
+        self.part = part_tensors(ctx, self.layout, sorted(reads)) if memory is None else None
 
     def plan_iterations(self) -> list[int]:
         """The iterations the run's plan has: all of the run's, or one (the online loop plans and
@@ -219,7 +262,7 @@ class RocFullGraphExecutor(ModelCentricExecutor):
             self.step(it, flat)
             return figures.loss_sum, figures.correct, figures.seeds
         h = self.load_features(prefix, it)
-        halo = HaloExchange(ctx, self.layout, schedule)
+        halo = HaloExchange(ctx, self.layout, schedule, self.part.host_halo)  # type: ignore[union-attr]
         inputs: list[torch.Tensor] = []
         for layer in range(ctx.inputs.model.num_layers):
             ctx.status.phase("gather", it)

@@ -129,3 +129,76 @@ def test_the_online_loop_trains_one_model_over_its_launches(tmp_path: Path) -> N
     assert [s.results[-1]["loss"] for s in done.summaries] == pytest.approx(
         [row["loss"] for row in alone.results], rel=1e-5
     )
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.bytes: Counter[str] = Counter()
+
+    def add(self, phase: str, nbytes: int) -> None:
+        self.bytes[phase] += nbytes
+
+
+class _Ctx:
+    """What HaloExchange.forward reads of a worker's context: rank, device, clock, counter, rows."""
+
+    def __init__(self, rank: int) -> None:
+        import torch
+
+        self.rank, self.device = rank, torch.device("cpu")
+        self.counter, self.rows = _Counter(), []
+
+    def now(self) -> float:
+        return 0.0
+
+    def row(self, task, phase, start, end, nbytes=0) -> None:
+        self.rows.append((task, phase, nbytes))
+
+
+def test_within_one_machine_the_layer0_halo_is_read_from_host_memory_and_nothing_is_sent(
+    tmp_path, monkeypatch
+):
+    """ROC reads input features from host DRAM: within one machine the plan's layer-0 halo is an
+    h2d copy on the reader (its GPU from its machine's host), so the owner's GPU sends nothing; a
+    layer above 0 is still exchanged GPU to GPU. Before, the owner sent its GPU's rows (a peer
+    copy) that the trace labelled a host read."""
+    import numpy as np
+    import torch
+
+    from realrun.schemes import roc_fullgraph as roc
+    from workbench.strategies.execution.roc_fullgraph import FORWARD
+
+    config = tmp_path / "roc-one-machine.toml"
+    config.write_text(CONFIG.format(hardware="v100x8-nvswitch", execution=""))
+    prepared, _, _ = prepare_real_run(config, 2, "cpu")
+    inputs, scheme = prepared.inputs, prepared.scheme
+    layouts = scheme.layouts(inputs)
+    schedule = scheme.schedule(inputs, 0, layouts)
+    layer0 = [t for t in schedule.exchanges(FORWARD, 0) if t.reader == 0]
+    assert layer0 and all(t.host_read and t.phase == "h2d" for t in layer0)
+    assert not any(t.host_read for t in schedule.exchanges(FORWARD, 1))
+
+    exchanged: list[tuple[dict, dict]] = []
+
+    def fake_exchange(ctx, outgoing, incoming):
+        exchanged.append((dict(outgoing), dict(incoming)))
+        rows = {q: torch.zeros(shape, dtype=dtype) for q, (shape, dtype) in incoming.items()}
+        return rows, dict.fromkeys(incoming, 0.0), dict.fromkeys(outgoing, 0.0), 0.0
+
+    monkeypatch.setattr(roc, "exchange_pairwise", fake_exchange)
+    features = inputs.graph.features
+    lay = layouts[0]
+    host_halo = {
+        q: torch.from_numpy(np.asarray(features(rows), dtype=np.float32)) for q, rows in lay.halo_rows.items()
+    }
+    ctx = _Ctx(rank=0)
+    halo = roc.HaloExchange(ctx, lay, schedule, host_halo)
+    h = torch.from_numpy(np.asarray(features(lay.vertices), dtype=np.float32))
+    out = halo.forward(h, 0)
+    assert exchanged == []  # layer 0 within one machine: no send, no receive
+    expected = torch.cat([h, *(host_halo[q] for q in sorted(host_halo))])
+    assert torch.equal(out, expected)
+    assert ctx.counter.bytes["h2d"] == sum(t.nbytes for t in layer0)
+    assert sorted(r[0] for r in ctx.rows) == sorted(t.task for t in layer0)
+    halo.forward(h, 1)  # layer 1: the halo activations are exchanged with the owner
+    assert len(exchanged) == 1 and exchanged[0][1]

@@ -185,6 +185,12 @@ class HaloTransfer:
         return self.owner if self.direction == FORWARD else self.reader
 
     @property
+    def host_read(self) -> bool:
+        """The reader copies the rows from its own machine's host memory (layer 0's input features
+        within one machine, ``h2d``): the owner's GPU takes no part and sends nothing."""
+        return self.phase == "h2d"
+
+    @property
     def receiver(self) -> int:
         return self.reader if self.direction == FORWARD else self.owner
 
