@@ -460,23 +460,25 @@ def calibrate_profile(sources: list[Any], hardware: Path, path: Path, command: s
 
 def predict(
     prep: Any, plan: Any, name: str, profile_path: Path, profile: Any
-) -> tuple[float, dict[str, float]]:
-    """The prepared run's simulated epoch span and busy seconds per phase, on the calibrated profile."""
+) -> tuple[float, dict[str, float], list[float]]:
+    """The prepared run's simulated epoch span, busy seconds per phase and iteration times, on the
+    calibrated profile."""
     from sim import simulate
-    from sim.calibrate.fidelity import epoch_span, phase_busy
+    from sim.calibrate.fidelity import epoch_span, iteration_times, phase_busy
     from workbench.run import apply_profile
 
     cluster, _ = apply_profile(prep.cluster, str(profile_path), name)
     sim = simulate(plan, cluster, cost_model=profile.cost_model, run_id=name).trace
-    return epoch_span(sim), phase_busy(sim, gaps=False)
+    return epoch_span(sim), phase_busy(sim, gaps=False), iteration_times(sim)
 
 
 def measure(folders: list[Path], epochs: Sequence[int]) -> tuple[Any, list[dict[str, float]]]:
-    """The measured time and busy seconds per phase of each of ``epochs`` (the warm ones) in each
-    run folder, each one repeat, and the machine's load around each run (where recorded)."""
+    """The measured time, busy seconds per phase and iteration times of each of ``epochs`` (the
+    warm ones) in each run folder, each one repeat, and the machine's load around each run (where
+    recorded)."""
     import pandas as pd
 
-    from sim.calibrate.fidelity import Measured, phase_busy
+    from sim.calibrate.fidelity import Measured, iteration_times, phase_busy
     from workbench.trace import read_trace
 
     measured = Measured()
@@ -487,6 +489,7 @@ def measure(folders: list[Path], epochs: Sequence[int]) -> tuple[Any, list[dict[
         for epoch in epochs:
             measured.epoch.append(float(results.loc[results["epoch"] == epoch, "epoch_s"].iloc[0]))
             measured.phases.append(phase_busy(trace[trace["epoch"] == epoch]))
+            measured.iterations.append(iteration_times(trace[trace["epoch"] == epoch]))
         if (folder / "load.json").exists():
             loads.append(json.loads((folder / "load.json").read_text()))
     return measured, loads
@@ -507,6 +510,8 @@ def machine_load(loads: list[dict[str, float]]) -> dict[str, Any]:
 def per_scheme(table: Any) -> dict[str, dict[str, float]]:
     """Held-out epoch errors of each scheme: median and worst |error|, mean signed error."""
     epoch = table[table["quantity"] == "epoch"]
+    if "reliable" in epoch.columns:  # as the summary's figures: unreliable repeats are not scored
+        epoch = epoch[epoch["reliable"].astype(bool)]
     return {
         str(name): {
             "median_abs_error": float(g["error"].abs().median()),
@@ -518,6 +523,8 @@ def per_scheme(table: Any) -> dict[str, dict[str, float]]:
 
 
 def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
+    from sim.calibrate.fidelity import tails_sentence
+
     epoch = table[table["quantity"] == "epoch"]
     lines = [
         "# Fidelity: simulated vs measured on held-out configurations",
@@ -534,6 +541,8 @@ def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
             for name, v in summary["schemes"].items()
         )
         + ".",
+        "",
+        tails_sentence(summary),
         "",
         "| configuration | measured (ms) | spread | simulated (ms) | error |",
         "| --- | ---: | ---: | ---: | ---: |",

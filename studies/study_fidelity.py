@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from sim.calibrate.fidelity import tails_sentence
 from studies.report import ReportPage
 from studies.runner import Point, Study, register_study
 from studies.study_published import overview
@@ -168,6 +169,8 @@ def _claim_text(summary: dict[str, Any], table: pd.DataFrame, phases: pd.DataFra
         + f"Ranking: of {rank['pairs']} pairs of held-out "
         f"configurations, {rank['within_noise']} differ by less than their measured spread and "
         f"{rank['discordant']} of the others are ordered differently by the simulator. "
+        + tails_sentence(summary)
+        + " "
         + _phase_misses(summary, table, phases, holds)
     )
 

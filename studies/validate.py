@@ -625,7 +625,7 @@ def _fidelity_step(
     say: Callable[[str], None],
 ) -> dict[str, Any]:
     """Each finished held-out run simulated on the profile against its warm epochs."""
-    from sim.calibrate.fidelity import compare, plot, summarize
+    from sim.calibrate.fidelity import compare, plot, summarize, tails_sentence
     from studies.fidelity_experiment import measure, per_scheme, predict
 
     assert opts.out is not None
@@ -668,6 +668,7 @@ def _fidelity_step(
         f"      epoch |error|: median {result['epoch_median_abs_error']:.1%}, worst "
         f"{result['epoch_worst_abs_error']:.1%} (run-to-run spread {result['epoch_median_spread']:.1%})"
     )
+    say(f"      {tails_sentence(result)}")
     return _jsonable(result)
 
 
@@ -943,6 +944,8 @@ def _calibration_sections(page: Any, calibration: dict[str, Any]) -> None:
 def _fidelity_sections(page: Any, fidelity: dict[str, Any]) -> None:
     import pandas as pd
 
+    from sim.calibrate.fidelity import tails_sentence
+
     if fidelity.get("status") != "ok" and not fidelity.get("runs"):
         page.add("Fidelity of the held-out runs", f"failed: {fidelity.get('error')}")
         return
@@ -951,7 +954,8 @@ def _fidelity_sections(page: Any, fidelity: dict[str, Any]) -> None:
         f"{fidelity['configurations']} held-out runs simulated on the profile against their warm epochs: epoch "
         f"|error| median {_pct(fidelity['epoch_median_abs_error'])}, worst {_pct(fidelity['epoch_worst_abs_error'])}, "
         f"mean signed {_pct(fidelity['epoch_mean_error'], True)}; the measurement's own epoch-to-epoch spread "
-        f"(median) {_pct(fidelity['epoch_median_spread'])}. Error = (simulated - measured) / measured."
+        f"(median) {_pct(fidelity['epoch_median_spread'])}. Error = (simulated - measured) / measured. "
+        + tails_sentence(fidelity)
         + (f" Not simulated: {fidelity['error']}." if fidelity.get("error") else ""),
         table=pd.DataFrame(
             [

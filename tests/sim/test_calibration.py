@@ -750,3 +750,45 @@ def test_a_recorded_migrating_hopgnn_run_calibrates(tmp_path, capsys):
     assert "epochs 1-2 fitted, 1 left out" in out
     profile = load_profile(tmp_path / "p.toml").data
     assert profile["links"]["network"]["bandwidth_fitted"]
+
+
+def test_iteration_times_run_from_one_completion_to_the_next():
+    import pandas as pd
+
+    from sim.calibrate.fidelity import iteration_times
+
+    trace = pd.DataFrame(  # iteration 1 starts before iteration 0 ends (a prefetched sample)
+        {"iteration": [0, 0, 1, 2], "start": [0.0, 0.1, 0.9, 2.5], "end": [0.4, 1.0, 2.5, 3.0]}
+    )
+    assert iteration_times(trace) == pytest.approx([1.0, 1.5, 0.5])
+    assert sum(iteration_times(trace)) == pytest.approx(3.0)  # the epoch's span
+    assert iteration_times(trace.iloc[:0]) == []
+
+
+def test_fidelity_scores_iteration_tails_and_leaves_out_noisy_repeats():
+    from sim.calibrate.fidelity import SPREAD_LIMIT, Measured, compare, summarize, tails_sentence
+
+    straggler = [1.0, 1.0, 1.0, 1.0, 5.0]  # p50 1.0; p95 = 1 + 0.8 * (5 - 1) = 4.2 (linear)
+    measured = {
+        "a": Measured([9.0, 9.0], [{"forward": 9.0}] * 2, [straggler, straggler]),
+        "b": Measured([1.0, 1.5, 1.0], [{"forward": 1.0}] * 3, [[1.0]] * 3),  # spread 50%
+    }
+    predicted = {"a": (9.9, {"forward": 9.0}, [1.0] * 5), "b": (1.0, {"forward": 1.0}, [1.0])}
+    table = compare(measured, predicted, {})
+    a = table[table["config"] == "a"].set_index("quantity")
+    assert a.loc["iteration_p50", "measured_s"] == pytest.approx(1.0)
+    assert a.loc["iteration_p95", "measured_s"] == pytest.approx(4.2)
+    assert a.loc["iteration_p95", "error"] == pytest.approx((1.0 - 4.2) / 4.2)
+    assert SPREAD_LIMIT < 0.5
+    summary = summarize(table)
+    assert summary["unreliable"] == ["b"] and not summary["every_unreliable"]
+    # Only a is scored: its epoch is 10% over, its p95 76% under (the straggler the simulator lacks).
+    assert summary["configurations"] == 1
+    assert summary["epoch_median_abs_error"] == pytest.approx(0.1)
+    assert summary["iterations"]["iteration_p95"]["median_abs_error"] == pytest.approx(3.2 / 4.2)
+    assert "iteration_p95" not in summary["phases"] and "forward" in summary["phases"]
+    text = tails_sentence(summary)
+    assert "p95 iteration time |error| median 76.2%" in text and "unreliable" in text and ": b." in text
+    everything_noisy = summarize(table[table["config"] == "b"])
+    assert everything_noisy["every_unreliable"] and everything_noisy["configurations"] == 1
+    assert "scored anyway" in tails_sentence(everything_noisy)
