@@ -25,7 +25,9 @@ empty trace, a phase calibration does not know, traces from different hardware m
 without ``allow_mixed``, too few rows to fit a parameter.
 
 The profile (:mod:`sim.calibrate.profile`) holds the calibrated cluster, the cost model,
-fit quality and provenance.
+fit quality and provenance, the machine's load around each trace included. Traces taken under
+loads that differ by more than :data:`LOAD_LIMIT` give the profile a warning
+(``Profile.warnings``, ``provenance.load_warning``): it fits their mix.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from workbench.hardware.spec import ClusterSpec
 
 __all__ = [
     "FORMAT",
+    "LOAD_LIMIT",
     "CalibrationError",
     "PhaseCostModel",
     "Profile",
@@ -71,6 +74,7 @@ __all__ = [
     "is_profile",
     "load_hardware_or_profile",
     "load_profile",
+    "load_warning",
     "prepared_cost_model",
     "profile_from_dict",
     "read_sources",
@@ -81,6 +85,13 @@ REGRESSOR_RULE = (
     "held-out mean |relative error| on the same folds; trees are used only if their error is below "
     f"{NONLINEAR_MARGIN:g} x the linear model's (more than 10% lower); otherwise, and with fewer rows, linear"
 )
+
+# Traces whose median 1-minute load averages differ by more than this were taken under different
+# load. 1.0 is one more runnable process: one core's worth of other work, which on the 2-core
+# machine the real runs are measured on takes a whole core from a worker; earlier sessions measured
+# such load inflating real epoch times 2x or more, far more than the fit's residuals. On a machine
+# with spare cores the same difference may cost the run nothing, so there the warning is cautious.
+LOAD_LIMIT = 1.0
 
 
 def read_sources(paths: list[str], *, rebuild_plans: bool = True) -> list[TraceSource]:
@@ -120,6 +131,7 @@ def calibrate(
             f"(transfers left out: {_counts(links.skipped)}; compute rows without features: {sum(missing.values())})"
         )
     cost_model = _cost_model(len(sources), fits, links)
+    warning = load_warning(sources)
     data: dict[str, Any] = {
         "format": FORMAT,
         "name": f"{cluster.name}-calibrated",
@@ -131,7 +143,26 @@ def calibrate(
         "fit": _fit_report(links, fits, compute_skipped, missing, gaps),
         "cluster": cluster_table(links.cluster, links.link_flags),
     }
-    return Profile(links.cluster, cost_model, data)
+    if warning is not None:
+        data["provenance"]["load_warning"] = warning
+    return Profile(links.cluster, cost_model, data, [warning] if warning else [])
+
+
+def load_warning(sources: list[TraceSource]) -> str | None:
+    """One line naming the least and the most loaded trace when their median loads differ by more
+    than :data:`LOAD_LIMIT`, else None. Traces without load data are not compared: microbenchmark
+    folders never have it, so naming them would be a line on nearly every mixed call."""
+    loaded = [(s.load.median, s.name) for s in sources if s.load is not None]
+    if len(loaded) < 2:
+        return None
+    (low, low_name), (high, high_name) = min(loaded), max(loaded)
+    if high - low <= LOAD_LIMIT:
+        return None
+    return (
+        f"traces taken under different load: {low_name} (load {low:.2f}) and {high_name} "
+        f"(load {high:.2f}), median 1-minute load averages more than {LOAD_LIMIT:g} apart; "
+        "the profile fits their mix, not either machine state: retake them under one load"
+    )
 
 
 def _cost_model(num_sources: int, fits: list[GroupFit], links: LinkCalibration) -> PhaseCostModel:

@@ -7,7 +7,10 @@ A profile is one TOML file (written by :mod:`sim.calibrate.tomlwrite`)::
     hardware = "<the hardware it was calibrated on>"
 
     [provenance]        traces (paths, sha256, rows), what they were measured on, the
-                        command, the date (UTC), the workbench's version, library versions
+                        command, the date (UTC), the workbench's version, library versions;
+                        load_warning when the traces' loads differ (see sim.calibrate)
+    [[provenance.load]] per trace with a load.json beside it: trace, the median and max
+                        of its 1-minute load averages, cpus (profiles from before have none)
     [links.<kind>]      per link kind: bandwidth_fitted, bandwidth_scale (against the given
                         hardware), bandwidth (bytes/s, when all links of the kind had one),
                         latency_fitted, latency (s), latency_stderr, and per direction
@@ -62,6 +65,9 @@ class Profile:
     cluster: ClusterSpec
     cost_model: PhaseCostModel
     data: dict[str, Any] = field(default_factory=dict)  # the whole table, as written
+    # For the caller to show (gnnwb calibrate prints them on stderr); the profile's own record of
+    # them is in ``data`` (provenance.load_warning).
+    warnings: list[str] = field(default_factory=list)
 
     def to_toml(self) -> str:
         return tomlwrite.dumps(self.data, header="A calibrated hardware profile, written by gnnwb calibrate.")
@@ -102,7 +108,7 @@ def provenance(sources: list[Any], command: str | None, allow_mixed: bool) -> di
             libraries[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             pass
-    return {
+    table: dict[str, Any] = {
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "workbench": version,
         "command": command or " ".join(sys.argv),
@@ -113,6 +119,20 @@ def provenance(sources: list[Any], command: str | None, allow_mixed: bool) -> di
         "mixed_hardware": allow_mixed and len({s.hardware for s in sources if s.hardware}) > 1,
         "libraries": libraries,
     }
+    loads = load_table(sources)
+    if loads:  # no empty table: a profile fitted to traces without load data reads as before
+        table["load"] = loads
+    return table
+
+
+def load_table(sources: list[Any]) -> list[dict[str, Any]]:
+    """The machine's load around each trace that recorded one (``TraceSource.load``): under
+    what load the profile was fitted. Traces without are left out, each entry names its trace."""
+    return [
+        {"trace": s.name, "median": s.load.median, "max": s.load.max, "cpus": s.load.cpus}
+        for s in sources
+        if s.load is not None
+    ]
 
 
 def _digest(source: Any) -> str:

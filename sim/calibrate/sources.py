@@ -22,12 +22,17 @@ calibration needs beside it:
   conflicts with none.
 * **The modelled hardware** the trace's node names refer to (``config.toml``'s
   ``[hardware] name``), the default for ``--hardware``.
+* **The machine's load** while the trace was taken: ``load.json`` beside it, which the studies
+  that run real runs write (``load_before`` and ``load_after``: the 1-minute load average just
+  before and after the run; ``cpus``). Microbenchmark folders and plain ``gnnwb realrun``
+  folders have none; their load is unknown.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +51,26 @@ class CalibrationError(WorkbenchError):
     """Traces calibration cannot use: empty, unknown phases, mixed hardware, too few rows to fit."""
 
 
+@dataclass(frozen=True)
+class MachineLoad:
+    """The machine's 1-minute load average sampled around a trace's run, and its CPU count."""
+
+    samples: tuple[float, ...]  # at least one
+    cpus: int | None = None
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+
+# The samples of load.json (studies.fidelity_experiment.run_real writes them), in time order.
+LOAD_SAMPLES = ("load_before", "load_after")
+
+
 @dataclass
 class TraceSource:
     """One trace and what calibration knows about it."""
@@ -58,6 +83,7 @@ class TraceSource:
     hardware_machines: int | None = None
     sha256: str | None = None
     notes: list[str] = field(default_factory=list)
+    load: MachineLoad | None = None  # None: not recorded (no load.json beside the trace)
 
     def __post_init__(self) -> None:
         if self.features is None:
@@ -186,6 +212,7 @@ def read_source(path: Path, *, rebuild_plans: bool = True) -> TraceSource:
     source = TraceSource(
         name, trace, None, identity, hardware_name, machines, hashlib.sha256(path.read_bytes()).hexdigest()
     )
+    source.load = read_load(folder)
     compute = int((trace["kind"] == "compute").sum()) if "kind" in trace.columns else 0
     if source.features is None and compute:
         plan = run_plan(folder, meta, config is not None and rebuild_plans)
@@ -229,6 +256,27 @@ def _rebuild_plan(folder: Path, meta: dict[str, Any]) -> Any:
             "features cannot be rebuilt from config.toml: save the plan as plan.json beside the trace"
         )
     return prepared.plan()
+
+
+def read_load(folder: Path) -> MachineLoad | None:
+    """The load recorded in ``folder``'s ``load.json``; None without one or without a usable sample.
+    A file that is not JSON is an error, as any metadata beside the trace; a sample that is not a
+    load average is skipped, for the load only informs a warning and the provenance."""
+    data = _json(folder / "load.json")
+    if data is None:
+        return None
+    samples = tuple(float(data[k]) for k in LOAD_SAMPLES if _load_number(data.get(k)))
+    if not samples:
+        return None
+    cpus = data.get("cpus")
+    return MachineLoad(samples, int(cpus) if _load_number(cpus) and cpus == int(cpus) and cpus > 0 else None)
+
+
+def _load_number(value: Any) -> bool:
+    """A finite number >= 0 (JSON's true and false are not)."""
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    )
 
 
 def _json(path: Path) -> dict[str, Any] | None:

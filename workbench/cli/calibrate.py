@@ -5,7 +5,8 @@ folders), fits link latency and bandwidth per link kind and direction and comput
 coefficients per device model and phase (``sim.calibrate``), and writes a profile that
 ``gnnwb sim --hardware profile.toml`` and a configuration's ``[hardware] profile`` accept.
 Prints what it fitted and how well. Traces measured on different hardware are refused
-unless ``--mixed-hardware`` says to fit them together.
+unless ``--mixed-hardware`` says to fit them together. Traces taken under different machine
+load (``load.json`` beside a run's trace) are fitted, with one warning line on stderr.
 
 ``gnnwb calibrate --published FIGURES.toml [-o profile.toml]`` fits a testbed to figures a
 paper reported instead of traces (``sim.calibrate.published``): the named parameters are
@@ -147,6 +148,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         command="gnnwb " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("gnnwb") else None,
     )
     _print(profile, len(sources))
+    for warning in profile.warnings:  # stderr, as the CLI's errors: stdout stays the fit's report
+        print(f"gnnwb calibrate: warning: {warning}", file=sys.stderr)
     out = profile.write(args.out)
     print(f"wrote {out}")
     return 0
