@@ -95,11 +95,16 @@ def simulate(
         if table is None:
             table = checked.derived["trace.table"] = task_table(checked.columns.tasks, checked.columns.fields)
         trace = build_trace(checked.columns.tasks, times.rows, run_id, "sim", workers, table=table)
-    return SimResult(
-        checked.name,
-        run_id,
-        max(times.end, default=0.0),
-        trace,
-        times.memory,
-        {**executor.stats, "wall_s": wall},
-    )
+        result = SimResult(
+            checked.name,
+            run_id,
+            max(times.end, default=0.0),
+            trace,
+            times.memory,
+            {**executor.stats, "wall_s": wall},
+        )
+        # Free the run's lists (and a snapshot taken for this call alone) while the collector
+        # is paused: alive when it resumes, the first allocation after would start a pass
+        # over the millions of references they hold, only to find them garbage at return.
+        del times, checked, table, trace
+    return result
