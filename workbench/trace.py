@@ -158,9 +158,10 @@ def task_table(tasks: Sequence[Task], fields: Mapping[str, Sequence[Any]] | None
     # A transfer's ends (and a copy within one memory sends nothing); "" for other kinds.
     src_uniques, src_codes = _codes_where(per_task["src"], is_transfer)
     dst_uniques, dst_codes = _codes_where(per_task["dst"], is_transfer)
-    same = (
-        np.asarray(src_uniques, dtype=object)[src_codes] == np.asarray(dst_uniques, dtype=object)[dst_codes]
-    )
+    # src == dst compared per distinct value: each dst value's code among the src values (-1: none).
+    src_index = {u: k for k, u in enumerate(src_uniques)}
+    dst_as_src = np.array([src_index.get(u, -1) for u in dst_uniques], dtype=np.int64)
+    same = src_codes == dst_as_src[dst_codes] if n else np.zeros(0, bool)
     sent[is_transfer & same] = 0
     sent[is_compute] = 0
     buffer[is_compute] = 0
@@ -303,13 +304,21 @@ def _codes(values: Sequence[Any]) -> tuple[list, np.ndarray]:
 
 
 def _codes_where(values: Sequence[Any], keep: np.ndarray) -> tuple[list, np.ndarray]:
-    """:func:`_codes` of ``values`` where ``keep``, and of "" elsewhere."""
+    """:func:`_codes` of ``values`` where ``keep``, and of "" elsewhere.
+
+    The codes of every value, then "" put in where not kept and the distinct values no
+    kept row uses dropped (a transfer's ends among a column that is None for other tasks):
+    the table's values are the same, in any order of the distinct values.
+    """
+    uniques, codes = _codes(values)
     if keep.all():
-        return _codes(values)
-    kept = np.empty(len(values), dtype=object)
-    kept[:] = values
-    kept[~keep] = ""
-    return _codes(kept.tolist())
+        return uniques, codes
+    uniques.append("")
+    codes[~keep] = len(uniques) - 1
+    used = np.flatnonzero(np.bincount(codes, minlength=len(uniques)))
+    renumber = np.zeros(len(uniques), dtype=np.int32)
+    renumber[used] = np.arange(len(used), dtype=np.int32)
+    return [uniques[k] for k in used.tolist()], renumber[codes]
 
 
 def _few_strings(values: Sequence[str]) -> pd.Series:
