@@ -60,6 +60,25 @@ checked plan again 0.82-0.85 both. What changed: check_task tests the common val
 inline (a call per group only when they are not plain), the columns are sliced out of
 one flat attribute pass, the memory actions come from the columns.
 
+Then (the same kind of VM, shared: load 2.4-2.9 on its 2 cores, so the figures are noisy;
+256b314 and 179a6bc alternately, one run of this script each, three times): the trace
+table stage of the first simulation 0.150-0.193 s -> 0.075-0.109 s, validate and setup
+unchanged within the noise (0.15-0.25 s, 0.13-0.21 s), execute 0.36-0.63 s either way:
+ratio 0.43-0.54 -> 0.50-0.54, still FAIL; the checked plan again 0.74-0.82 both. What
+changed: simulate() frees the run's lists (and a snapshot taken for that call alone)
+before the paused collector resumes, which otherwise began a generation-0 pass over
+them at the first allocation after (0.035 s); task_table codes a transfer's ends from
+the column's own codes (8 ms). Profiled first (a quiet moment, best of three, the
+100,000-task plan): task fields checked 54 ms + the scan around it (ids' positions,
+dependencies in order, nodes, tensors) 33 ms, fields read into columns 50 ms, the
+dependency structure 41 ms + memory actions 25 ms, compute durations 35 ms (the cost
+model's pass over the feature dicts), the rest of the run's lists 14 ms, task table
+42 ms, trace frame 23 ms + its schema check 4 ms. A fused read-and-check pass (one
+attribute read per task, checked from the tuple) took 113-139 ms against 112-116 ms
+for the two passes, and the scan's bookkeeping done over the columns (positions by
+``dict(zip)``, nodes by set) 120 ms against 130 ms: the Python work per task, not
+cache misses, is the floor.
+
 The first simulation of a plan cannot reach 0.75 while it takes task objects: each run
 prints the per-task floor measured on its plan, every task's fields read once into
 columns (0.04 s) and checked (0.05 s), which alone leaves at most 0.78, before the
