@@ -142,3 +142,25 @@ def test_the_interval_contains_the_exhaustive_epoch_for_most_seeds(tmp_path: Pat
     misses = sum(not (e.low_s <= whole <= e.high_s) for e in estimates)
     assert misses <= 2, [(e.low_s, e.estimate_s, e.high_s, whole) for e in estimates]
     assert all(abs(e.estimate_s - whole) / whole < 0.05 for e in estimates)
+
+
+def test_gnnwb_sim_sampled_writes_its_estimate_and_refuses_a_sample_that_saves_nothing(
+    tmp_path: Path, capsys
+) -> None:
+    import json
+
+    from workbench.cli.main import main
+
+    config = tmp_path / "c.toml"
+    config.write_text(PRODUCTS.format(scheme="model-centric"))
+    out = tmp_path / "run"
+    assert main(["sim", str(config), "--sampled", "16", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    estimate = json.loads((out / "sampled.json").read_text())
+    assert estimate["low_s"] < estimate["estimate_s"] < estimate["high_s"] and estimate["iterations"] == 76
+    assert "sampled epoch:" in printed and "95% interval" in printed and not (out / "trace.parquet").exists()
+    assert main(["sim", str(config), "--sampled", "70", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in err
+    assert "the plan has 76 iterations: sampling 70 of them saves little" in errors[0]
