@@ -47,10 +47,16 @@ remote read is one exchange that all workers take part in (the feature store's),
 workers move through the kept time steps together: one with no cell in a step still joins
 that step's exchange. And every worker holds the sampled epoch, so a micrograph trained
 away from home (merging) needs no topology transfer; the plan does not move topology
-either. A migration is recorded by its receiver: from the later of the sender's send and
-its own readiness to take the model (its features read) to the model's arrival; the
-sender's send time travels in an 8-byte message counted as ``migrate_index`` (real
-traffic the plan does not model), the parameters and gradients as ``migrate``.
+either. A migration is recorded by its receiver, one row per part, each timing its own
+bytes. A gloo send waits for its receive, so the receiver calls each part in turn: first an
+8-byte message announcing the model (its send time, counted as ``migrate_index``: real
+traffic the plan does not model), then the parameters, then the gradients (``migrate``),
+each posted once the one before it has arrived. Each row runs from posting its receive to
+its arrival: a transfer with its own latency, none zero-length, none overlapping another.
+The receiver's wait for a model not yet sent ends with the announcement and is in no row:
+the receiver is idle until the hop ends (its next forward is ready then), as it is for any
+dependency; a model sent before its receiver was ready shows as its rows' queueing
+(``start - ready``, ready when the sender's cell ended), as a collective's early member does.
 
 Why migrations neither deadlock nor cross: sends never block the sender, and a receive
 before kept step ``j`` waits for a send issued after the sender's cell of an earlier step.
@@ -359,42 +365,42 @@ class HopGNNExecutor(ModelCentricExecutor):
 
     def receive_model(self, it: int, hop: Hop) -> torch.Tensor:
         """Take model ``hop.model`` from ``hop.src``: load its parameters into this worker's copy and
-        return its accumulated gradients. Records the hop's transfers (the plan's migrate tasks)."""
-        ctx, comm, n = self.ctx, self.comm_device, self.num_params
+        return its accumulated gradients. Records the hop's transfers (the plan's migrate tasks):
+        after the sender's announcement, each part's receive is posted once the one before it has
+        arrived, so each row times its own bytes and none the wait for the sender (the module
+        docstring)."""
+        ctx, comm = self.ctx, self.comm_device
         ctx.status.phase("migrate", it)
-        buffers = [
-            torch.zeros(1, dtype=torch.float64, device=comm),
-            torch.empty(n, dtype=torch.float32, device=comm),
-            torch.empty(n, dtype=torch.float32, device=comm),
-        ]
-        ready = ctx.now()
         ctx.comm(True)
-        works = [
-            dist.irecv(t, hop.src, group=self.migrate_group, tag=_tag(hop.model, part))
-            for t, part in zip(buffers, MIGRATE_PARTS, strict=True)
-        ]
-        ends = []
-        for work in works:
-            work.wait()
-            ends.append(ctx.now())
-        ctx.comm(False)
-        stamp, params, grads = buffers
-        start = max(ready, float(stamp.item()))  # it could not start before both sides were there
+        # The wait: until the sender has sent (its 8-byte stamp arrives), in no row.
+        stamp = self.take(hop, "stamp", torch.zeros(1, dtype=torch.float64, device=comm))
         ctx.counter.add("migrate_index", tensor_bytes(stamp))
         engine = link_engine(ctx.inputs, hop.src, hop.dst)
-        for part, tensor, end in zip(hop.carries, (params, grads), ends[1:], strict=True):
+        carried = {}
+        for part in hop.carries:  # the transfers, one after the other
+            start = ctx.now()
+            tensor = self.take(hop, part.what, torch.empty(self.num_params, dtype=torch.float32, device=comm))
+            end = ctx.now()
             nbytes = tensor_bytes(tensor)
             ctx.counter.add("migrate", nbytes)
             task = migrate_task(it, hop.src, hop.model, part.what)
-            ctx.row(task, "migrate", min(start, end), end, nbytes, engine=engine)
-        with (
-            torch.no_grad()
-        ):  # the copies' parameters are equal within an iteration: a real load all the same
+            ctx.row(task, "migrate", start, end, nbytes, engine=engine)
+            carried[part.what] = tensor
+        ctx.comm(False)
+        params = carried["model"]
+        # The copies' parameters are equal within an iteration: a real load all the same.
+        with torch.no_grad():
             offset = 0
             for p in self.params:
                 p.copy_(params[offset : offset + p.numel()].view_as(p))
                 offset += p.numel()
-        return grads.to(ctx.device)
+        return carried["gradients"].to(ctx.device)
+
+    def take(self, hop: Hop, part: str, buffer: torch.Tensor) -> torch.Tensor:
+        """Receive ``part`` of ``hop`` into ``buffer`` and wait for it. Its bytes move only now: a
+        gloo send waits for its receive (it announces itself; the receiver's post calls the bytes)."""
+        dist.irecv(buffer, hop.src, group=self.migrate_group, tag=_tag(hop.model, part)).wait()
+        return buffer
 
     def finish_sends(self, it: int, pending: list[Pending]) -> None:
         """Wait for this worker's migrations to be taken (every receiver takes its models before its

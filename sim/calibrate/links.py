@@ -42,6 +42,15 @@ kind fitted in both directions gets the row-weighted mean of its directions' tim
 byte; each direction's own fit is kept in the profile. A kind that is the bottleneck on
 its own (not tied) somewhere takes that fit; tied fits apply to kinds with no other.
 
+A measured migration's parts (a model's parameters, its gradients, ...: the plan's
+``migrate`` tasks of one hop, ids that differ in their last part) whose rows overlap one
+another were recorded from one start, the parts posted together as one message stream
+(``naive-feature-centric``; ``hopgnn`` before it called its parts one at a time): they are
+fitted as one transfer of their summed bytes from the first start to the last end
+(:func:`_hops_as_one`), not left out as overlapping nor fitted one part each (the later
+parts' bytes moved inside the first part's row). Parts recorded one after the other
+(``hopgnn``: each row times its own bytes) stay one transfer each.
+
 Rows left out (counted in the profile): copies within one memory (no link crossed; the
 simulator gives them no time), rows that took no time, and, unless asked to keep them,
 rows that overlapped another transfer in the same run on a shared link that sharing could
@@ -235,7 +244,7 @@ def transfer_rows(sources: list[Any]) -> pd.DataFrame:
         part["task"] = (
             df.loc[kind == "transfer", "task"] if "task" in df.columns else [f"#{i}" for i in part.index]
         )
-        frames.append((_exchange_ends(part) if real else part).assign(source=s.name))
+        frames.append((_hops_as_one(_exchange_ends(part)) if real else part).assign(source=s.name))
         coll = df[kind == "collective"]
         if len(coll) and "task" in coll.columns and "buffer_bytes" in coll.columns:
             keys = ["run_id", "task", "iteration"]
@@ -264,6 +273,42 @@ def exchange_of(task: str) -> str:
     ``i3.w1.remote.m0.host`` -> ``i3.remote``, ``i3.w1.t2.remote.m0.host`` -> ``i3.t2.remote``
     (a source is a ``machine.memory`` name)."""
     return re.sub(r"\.w\d+(?=\.)", "", task).rsplit(".", 2)[0]
+
+
+MIGRATION_PHASE = "migrate"
+
+
+def hop_of(task: str) -> str:
+    """The hop a migration task belongs to: its id without the part it carries, e.g.
+    ``i3.w1.m1.migrate.model`` -> ``i3.w1.m1.migrate``."""
+    return task.rsplit(".", 1)[0]
+
+
+def _hops_as_one(part: pd.DataFrame) -> pd.DataFrame:
+    """Each hop (migration rows of one run, iteration and :func:`hop_of`) whose rows overlap one
+    another as one row: its summed bytes from its first start to its last end (the module
+    docstring). A hop whose rows follow one another keeps them. Measured traces only: the
+    simulator runs a hop's parts as transfers of their own."""
+    hop = (part["phase"] == MIGRATION_PHASE).to_numpy() & (part["task"].astype(str) != "")
+    if not hop.any() or "run_id" not in part.columns:
+        return part
+    part = part.copy()
+    rows = part.loc[hop]
+    names = rows["task"].astype(str).map(hop_of)
+    drop: list[Any] = []
+    for name, group in rows.groupby([rows["run_id"], rows["iteration"], names], sort=False):
+        if len(group) < 2:
+            continue
+        group = group.sort_values(["start", "end"], kind="stable")
+        start, end = group["start"].to_numpy(), group["end"].to_numpy()
+        if not (start[1:] < np.maximum.accumulate(end)[:-1]).any():
+            continue  # one after another: each row times its own part
+        first = group.index[0]
+        part.loc[first, ["start", "end"]] = float(start.min()), float(end.max())
+        part.loc[first, "bytes"] = int(group["bytes"].sum())
+        part.loc[first, "task"] = name[2]
+        drop.extend(group.index[1:])
+    return part.drop(index=drop)
 
 
 def _exchange_ends(part: pd.DataFrame) -> pd.DataFrame:

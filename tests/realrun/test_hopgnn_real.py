@@ -22,6 +22,8 @@ from realrun.launcher import launch, prepare_real_run
 from realrun.layers import TensorBlock, build_layers
 from realrun.schemes.hopgnn import cut_cell
 from realrun.traces import planned_phase_bytes, read_parts
+from sim.calibrate import TraceSource
+from sim.calibrate.links import transfer_rows
 from workbench.trace import read_trace
 
 from .conftest import assert_trace_is_the_plan, launch_real, tiny_config
@@ -136,6 +138,48 @@ def test_results_train(switched_run) -> None:
     assert list(results["epoch"]) == [0, 1]
     assert results["loss"].iloc[1] < results["loss"].iloc[0]
     assert '"scheme": "hopgnn"' in (summary.out / "run.json").read_text()
+
+
+# ---- a migration's rows time its bytes, not the receiver's wait -----------------------------------
+@pytest.fixture(scope="module")
+def migrating_run(tmp_path_factory: pytest.TempPathFactory):
+    """Two workers, merging off: every model migrates in every iteration."""
+    tmp = tmp_path_factory.mktemp("migrating")
+    return launch_real(write_tiny(tmp / "tiny.toml", **SWITCHES["MG"]), 2, tmp / "run", epochs=2)
+
+
+def test_a_migrations_rows_follow_one_another_and_exclude_the_receivers_wait(migrating_run) -> None:
+    """The receiver calls a hop's parts one at a time (the parameters, then the gradients), after the
+    sender's announcement: each row times its own bytes, from posting its receive to their
+    arrival, so no row is zero-length, the rows do not overlap, and a hop's rows sum to no more
+    than its span. The receiver's wait before (its features read, the model not sent yet) is in
+    no row. Before, both rows ran from one start and the gradients' bytes came inside the
+    parameters' row."""
+    _, plan, summary = migrating_run
+    trace = read_trace(summary.out / "trace.parquet")
+    assert_trace_is_the_plan(trace, plan, epochs=2)
+    by_id = {t.id: t for t in plan.tasks}
+    rows = trace[trace["phase"] == "migrate"]
+    assert len(rows) == 2 * sum(t.phase == "migrate" for t in plan.tasks)
+    # No zero-length transfer: a row that timed only the wake-up after bytes that came inside another
+    # part's row (as the gradients' did when all parts were posted at once) is well under a microsecond.
+    assert (rows["end"] - rows["start"] > 1e-6).all()
+    # The cell that takes the model: the compute that waits for the hop, and its feature reads.
+    taker = {d: t for t in plan.tasks if t.kind == "compute" for d in t.deps if by_id[d].phase == "migrate"}
+    reads = ("gather_local", "h2d", "d2d", "gather_remote")
+    end_of = trace.set_index(["epoch", "task"])["end"]
+    hops = rows.assign(hop=rows["task"].str.rsplit(".", n=1).str[0])
+    for (epoch, _), hop in hops.groupby(["epoch", "hop"]):
+        hop = hop.set_index(hop["task"].str.rsplit(".", n=1).str[1])
+        model, grads = hop.loc["model"], hop.loc["gradients"]
+        assert model["end"] <= grads["start"]  # one after the other: the gradients follow the parameters
+        assert (hop["end"] - hop["start"]).sum() <= grads["end"] - model["start"]  # no time counted twice
+        # The receiver had read its cell's features before the first byte could move.
+        read = [d for d in taker[model["task"]].deps if by_id[d].phase in reads]
+        assert read and model["start"] >= max(end_of[(epoch, d)] for d in read)
+    # Calibration fits each row as a transfer of its own: none merged, none overlapping another part.
+    fitted = transfer_rows([TraceSource("run", trace, None)])
+    assert (fitted["phase"] == "migrate").sum() == len(rows)
 
 
 @pytest.mark.slow
