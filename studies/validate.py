@@ -951,8 +951,8 @@ def _fidelity_sections(page: Any, fidelity: dict[str, Any]) -> None:
         return
     page.add(
         "Fidelity of the held-out runs",
-        f"{fidelity['configurations']} held-out runs simulated on the profile against their warm epochs: epoch "
-        f"|error| median {_pct(fidelity['epoch_median_abs_error'])}, worst {_pct(fidelity['epoch_worst_abs_error'])}, "
+        f"{len(fidelity['runs'])} held-out runs simulated on the profile against their warm epochs; over the "
+        f"{fidelity['configurations']} scored, epoch |error| median {_pct(fidelity['epoch_median_abs_error'])}, worst {_pct(fidelity['epoch_worst_abs_error'])}, "
         f"mean signed {_pct(fidelity['epoch_mean_error'], True)}; the measurement's own epoch-to-epoch spread "
         f"(median) {_pct(fidelity['epoch_median_spread'])}. Error = (simulated - measured) / measured. "
         + tails_sentence(fidelity)
@@ -965,6 +965,7 @@ def _fidelity_sections(page: Any, fidelity: dict[str, Any]) -> None:
                     "spread": _pct(r["spread"]),
                     "simulated (ms)": r["simulated_ms"],
                     "error": _pct(r["error"], True),
+                    "scored": "no: spread" if r["name"] in (fidelity.get("unreliable") or []) else "yes",
                 }
                 for r in fidelity["runs"]
             ]

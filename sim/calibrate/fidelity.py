@@ -274,7 +274,7 @@ def tails_sentence(summary: dict[str, Any]) -> str:
     """The iteration percentiles' errors and the configurations left out as unreliable, in words
     (every page and report that shows a fidelity summary says them alike)."""
     parts = []
-    names = {"iteration_p50": "median (p50)", "iteration_p95": "p95"}
+    names = {"iteration_p50": "Median (p50)", "iteration_p95": "p95"}
     for q, v in (summary.get("iterations") or {}).items():
         parts.append(
             f"{names.get(q, q)} iteration time |error| median {v['median_abs_error']:.1%}, worst "
