@@ -19,6 +19,8 @@ merges them into the run's folder (``--out``, default ``reports/runs/<name>-real
 ``plan.json``          the plan the workers ran (:meth:`workbench.plan.Plan.save`): calibration and
                        ``gnnwb trace show`` read it rather than rebuilding one that may differ
 ``hardware.toml``      the cluster the plan was built for (the layout ``gnnwb hardware export`` writes)
+``load.json``          the machine's 1-minute load average before and after the run, CPUs and workers
+                       (``gnnwb calibrate`` warns when traces were taken under different loads)
 ``parts/``             each worker's raw rows
 
 Across machines the same worker runs under torchrun (every process prepares the run
@@ -286,6 +288,7 @@ def _launch(
 ) -> RunSummary:
     out = Path(out) if out is not None else default_out(prepared.config)
     parts = _fresh_run_folder(out)
+    load_before = os.getloadavg()[0]
     setup = _worker_setup(
         prepared, plan, parts, device=device, epochs=epochs, evaluate=evaluate,
         collective_timeout=collective_timeout, port=port, net=net, layers=layers, state=state,
@@ -300,12 +303,26 @@ def _launch(
         error=error,
         network=net.metadata() if net is not None else None,
     )
+    write_load(out, load_before, prepared.inputs.num_workers)
     if error is not None:
         raise WorkerFailure(
             f"{error}; stopped the other workers; kept {summary.trace_rows} trace rows and "
             f"{len(summary.results)} finished epoch(s) in {out}/"
         )
     return summary
+
+
+def write_load(out: Path, before: float, workers: int) -> None:
+    """``load.json``: what else ran on the machine, the 1-minute load average just before and just
+    after the run (the run's own workers count in the second), with the CPU and worker counts, so
+    calibration can say when traces were taken under different loads."""
+    load = {
+        "load_before": before,
+        "load_after": os.getloadavg()[0],
+        "cpus": os.cpu_count(),
+        "workers": workers,
+    }
+    (out / "load.json").write_text(json.dumps(load) + "\n")
 
 
 def _fresh_run_folder(out: Path) -> Path:
@@ -315,7 +332,7 @@ def _fresh_run_folder(out: Path) -> Path:
     if parts.exists():
         shutil.rmtree(parts)
     parts.mkdir(parents=True)
-    for stale in ("trace.parquet", "results.csv", "run.json", "plan.json", "hardware.toml"):
+    for stale in ("trace.parquet", "results.csv", "run.json", "plan.json", "hardware.toml", "load.json"):
         (out / stale).unlink(missing_ok=True)
     return parts
 

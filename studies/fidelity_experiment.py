@@ -346,19 +346,16 @@ def run_real(
     prep: Any, plan: Any, config: Path, folder: Path, epochs: int, device: str = "cpu", **launch_options: Any
 ) -> Any:
     """Run the prepared ``config`` for real into ``folder`` for ``epochs`` epochs (no evaluation)
-    with ``launch_options`` (:func:`realrun.launcher.launch`'s); the machine's load around it goes
-    to ``load.json``. A run that fails raises a one-line :class:`~workbench.errors.WorkbenchError`."""
+    with ``launch_options`` (:func:`realrun.launcher.launch`'s; it writes the machine's load around
+    the run to ``load.json``). A run that fails raises a one-line
+    :class:`~workbench.errors.WorkbenchError`."""
     from realrun.launcher import launch
 
-    before = os.getloadavg()[0]
     summary = launch(
         prep, plan, config, device=device, out=folder, epochs=epochs, evaluate=False, **launch_options
     )
     if not summary.complete:
         raise ConfigError(f"{folder}: the real run failed: {summary.error}")
-    # What else ran on the machine: the 1-minute load average before and after the run.
-    load = {"load_before": before, "load_after": os.getloadavg()[0], "cpus": os.cpu_count()}
-    (folder / "load.json").write_text(json.dumps(load) + "\n")
     return summary
 
 

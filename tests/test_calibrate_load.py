@@ -91,5 +91,5 @@ def test_the_profile_records_each_traces_load(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_profiles_written_before_loads_were_recorded_still_load() -> None:
-    profile = load_profile(REPO / "reports" / "traces" / "nvidia-h200" / "profile.toml")
+    profile = load_profile(REPO / "studies" / "published" / "profiles" / "003_hopgnn.profile.toml")
     assert "load" not in profile.data["provenance"]

@@ -79,6 +79,15 @@ def _refuse_rebuilding(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("workbench.run.prepare_run", refuse)
 
 
+def test_every_real_run_records_the_machine_load_around_it(real_run: RealRun) -> None:
+    import json
+
+    load = json.loads((real_run.out / "load.json").read_text())
+    assert set(load) == {"load_before", "load_after", "cpus", "workers"}
+    assert load["load_before"] >= 0 and load["load_after"] >= 0 and load["cpus"] >= 1
+    assert load["workers"] == real_run.prepared.inputs.num_workers
+
+
 def test_calibration_reads_the_plan_that_ran_and_never_rebuilds_it(
     real_run: RealRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
