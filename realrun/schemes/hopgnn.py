@@ -25,8 +25,8 @@ from the run's seed, so every copy starts equal. Per iteration ``i``, worker ``r
    remote rows come from the pre-gathered host buffer (``h2d``, task ``pregathered``).
    Then it takes the model: if the schedule's route brings the model here, it receives it
    from the worker that ran the model's previous cell (``migrate``: the parameters, task ``.model``, and
-   the accumulated gradients, ``.gradients``, real point-to-point over the main group),
-   and loads the parameters into its copy. Forward and backward run layer by layer, as in
+   the accumulated gradients, ``.gradients``, real point-to-point over the host (gloo)
+   group: an unbatched NCCL send would wait for its receive), and loads the parameters into its copy. Forward and backward run layer by layer, as in
    ``model-centric``; the loss is the cross entropy summed over the cell's roots divided
    by the model's roots in the whole iteration, so a model's accumulated gradient is that
    of the mean over its minibatch. The gradient is added to the model's accumulator;
