@@ -24,6 +24,7 @@ US = 1e-6
 P100 = GPUSpec("P100", 16 * GiB, 9.3e12, 732 * GB)
 V100 = GPUSpec("V100", 32 * GiB, 15.7e12, 900 * GB)
 A100_40 = GPUSpec("A100-40GB", 40 * GiB, 19.5e12, 1555 * GB)
+A100_80 = GPUSpec("A100-80GB", 80 * GiB, 19.5e12, 2039 * GB)
 H100 = GPUSpec("H100", 80 * GiB, 67e12, 3350 * GB)
 H200 = GPUSpec("H200", 141 * GiB, 67e12, 4800 * GB)
 
@@ -196,6 +197,20 @@ def h200_1x() -> ClusterSpec:
     return b.build("h200-1x", "one H200 141 GB on PCIe 5 (the lent device machine)")
 
 
+def dgx_a100_16x8_fattree() -> ClusterSpec:
+    """16 DGX A100 on a full-bisection two-level fat-tree (see ``workbench.hardware.generate``)."""
+    from workbench.hardware.generate import generate_cluster
+
+    return generate_cluster(16, 8, "fat-tree", "a100", name="dgx-a100-16x8-fattree")
+
+
+def dgx_h100_32x8_rail() -> ClusterSpec:
+    """32 DGX H100 on a rail-optimised network, as a DGX SuperPOD scalable unit."""
+    from workbench.hardware.generate import generate_cluster
+
+    return generate_cluster(32, 8, "rail", "h100", name="dgx-h100-32x8-rail")
+
+
 PRESETS: dict[str, Callable[[], ClusterSpec]] = {
     "neugraph-8xp100-pcie": neugraph_8xp100_pcie,
     "roc-4x4p100-nvlink-ib": roc_4x4p100_nvlink_ib,
@@ -205,6 +220,8 @@ PRESETS: dict[str, Callable[[], ClusterSpec]] = {
     "perlmutter-4xa100-slingshot": perlmutter_4xa100_slingshot,
     "h100-1x": h100_1x,
     "h200-1x": h200_1x,
+    "dgx-a100-16x8-fattree": dgx_a100_16x8_fattree,
+    "dgx-h100-32x8-rail": dgx_h100_32x8_rail,
 }
 
 
