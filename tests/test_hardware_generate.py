@@ -135,6 +135,7 @@ def test_oversubscribed_fat_tree_has_fewer_up_ports() -> None:
     "kwargs, message",
     [
         (dict(machines=0), "machines must be at least 1, got 0"),
+        (dict(machines=10**9), "machines must be at most 4096, got 1000000000"),
         (dict(gpus=3), "gpus per machine must be one of 2, 4, 8; got 3"),
         (dict(network="torus"), "unknown network 'torus'; valid: fat-tree, rail"),
         (dict(gpu="v100"), "unknown gpu 'v100'; valid: a100, h100"),

@@ -49,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_generate(hs: argparse._SubParsersAction) -> None:
+    from workbench.hardware.generate import MAX_MACHINES
+
     gp = hs.add_parser(
         "generate",
         help="build a large cluster of DGX-like machines on a fat-tree or rail network",
@@ -62,7 +64,12 @@ def _register_generate(hs: argparse._SubParsersAction) -> None:
             "gnnwb hardware generate --machines 32 --gpus 8 --network rail --gpu h100 -o rail.toml",
         ),
     )
-    gp.add_argument("--machines", type=integer_arg(minimum=1), required=True, help="number of machines")
+    gp.add_argument(
+        "--machines",
+        type=integer_arg(minimum=1, maximum=MAX_MACHINES),
+        required=True,
+        help="number of machines",
+    )
     gp.add_argument("--gpus", type=integer_arg(), required=True, help="GPUs per machine: 2, 4 or 8")
     gp.add_argument("--network", required=True, metavar="fat-tree|rail", help="the network between machines")
     gp.add_argument("--gpu", default="a100", metavar="a100|h100", help="the machine model (default a100)")

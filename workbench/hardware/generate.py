@@ -11,7 +11,8 @@ The network (switches are ``network`` transit nodes, as ``net`` is in the preset
 
 * ``fat-tree``: leaf switches of ``leaf_radix`` ports, ``down`` of them to NICs and
   ``up`` to spines, ``down / up`` = ``oversubscription`` (1: full bisection, ``down = up
-  = radix / 2``). NICs fill leaves in order, machine by machine (NIC ``k*G + i`` is
+  = radix / 2``; otherwise the nearest whole split of the ports, the ratio built is in
+  the description). NICs fill leaves in order, machine by machine (NIC ``k*G + i`` is
   ``m<k>.nic<i>``). The ``up`` spines (each with one port per leaf, so at most
   ``leaf_radix`` leaves) are one node ``fabric.spine``; each leaf's link to it carries
   its ``up`` ports' summed bandwidth. Why one node: routes take the fewest hops with
@@ -43,6 +44,7 @@ from workbench.hardware.spec import ClusterSpec, GPUSpec
 
 NETWORKS = ("fat-tree", "rail")
 GPUS_PER_MACHINE = (2, 4, 8)
+MAX_MACHINES = 4096  # 32,768 GPUs at most; more is a typo, not a cluster to simulate
 NIC_LAT = 1 * US  # NIC to its leaf or rail switch (HCA, cable and switch)
 SWITCH_LAT = 0.5 * US  # leaf or rail switch to the spine
 NVSWITCH_LAT = 1 * US
@@ -85,7 +87,7 @@ def generate_cluster(
 
     Every bad input is a one-line :class:`ConfigError` naming the argument.
     """
-    validate.integer(machines, "machines", minimum=1)
+    validate.integer(machines, "machines", minimum=1, maximum=MAX_MACHINES)
     if isinstance(gpus, bool) or gpus not in GPUS_PER_MACHINE:
         raise ConfigError(
             f"gpus per machine must be one of {', '.join(map(str, GPUS_PER_MACHINE))}; got {gpus!r}"
@@ -133,7 +135,7 @@ def _fat_tree(b: _Builder, nics: list[str], port: float, radix: int, ratio: floa
     if leaves > radix:
         raise ConfigError(
             f"{len(nics)} NICs need {leaves} leaves, more than a two-level fat-tree of radix {radix} "
-            f"joins ({radix} leaves of {down} NICs); raise leaf_radix"
+            f"joins ({radix} leaves of {down} NICs); raise the leaf radix"
         )
     for j in range(leaves):
         leaf = b.switch(f"fabric.leaf{j}", "network")
