@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from workbench import validate
 from workbench.errors import ConfigError
-from workbench.hardware.presets import A100_80, GB, H100, PCIE4, PCIE5, PCIE_LAT, US, _Builder, rc
+from workbench.hardware.parts import A100_80, GB, H100, PCIE4, PCIE5, PCIE_LAT, US, Builder, rc
 from workbench.hardware.spec import ClusterSpec, GPUSpec
 
 NETWORKS = ("fat-tree", "rail")
@@ -99,7 +99,7 @@ def generate_cluster(
     ratio = validate.finite_number(oversubscription, "oversubscription", positive=True)
     validate.integer(leaf_radix, "leaf_radix", minimum=2)
     node = NODE_MODELS[gpu]
-    b = _Builder()
+    b = Builder()
     nics = [_machine(b, f"m{k}", node, gpus) for k in range(machines)]
     spine = b.switch("fabric.spine", "network")
     if network == "fat-tree":
@@ -110,7 +110,7 @@ def generate_cluster(
     return b.build(name or f"dgx-{gpu}-{machines}x{gpus}-{network}", f"{label}, {shape}")
 
 
-def _machine(b: _Builder, name: str, node: NodeModel, gpus: int) -> list[str]:
+def _machine(b: Builder, name: str, node: NodeModel, gpus: int) -> list[str]:
     """One DGX-like machine; returns its NICs in GPU order."""
     m = b.machine(name, node.gpu, gpus, node.host_gb, node.cores, gpudirect_rdma=True)
     nvs = b.switch(f"{name}.nvswitch", "nvswitch")
@@ -126,7 +126,7 @@ def _machine(b: _Builder, name: str, node: NodeModel, gpus: int) -> list[str]:
     return nics
 
 
-def _fat_tree(b: _Builder, nics: list[str], port: float, radix: int, ratio: float, spine: str) -> str:
+def _fat_tree(b: Builder, nics: list[str], port: float, radix: int, ratio: float, spine: str) -> str:
     up = max(1, round(radix / (1 + ratio)))
     down = radix - up
     if down < 1:
@@ -145,7 +145,7 @@ def _fat_tree(b: _Builder, nics: list[str], port: float, radix: int, ratio: floa
     return f"two-level fat-tree: {leaves} leaves of {radix} ports ({down} down, {up} up, {down / up:g}:1), {up} spines"
 
 
-def _rails(b: _Builder, nics: list[list[str]], port: float, ratio: float, spine: str) -> str:
+def _rails(b: Builder, nics: list[list[str]], port: float, ratio: float, spine: str) -> str:
     rails = len(nics[0])
     for i in range(rails):
         rail = b.switch(f"fabric.rail{i}", "network")
