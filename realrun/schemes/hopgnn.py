@@ -86,6 +86,7 @@ from realrun.schemes.base import (
     backward_by_layer,
     epoch_totals,
     link_engine,
+    receive_in_turn,
 )
 from realrun.schemes.model_centric import ModelCentricExecutor, seed_labels
 from workbench.strategies.execution import task_ids
@@ -371,22 +372,26 @@ class HopGNNExecutor(ModelCentricExecutor):
         docstring)."""
         ctx, comm = self.ctx, self.comm_device
         ctx.status.phase("migrate", it)
+        stamp = torch.zeros(1, dtype=torch.float64, device=comm)
+        carried = {
+            part.what: torch.empty(self.num_params, dtype=torch.float32, device=comm) for part in hop.carries
+        }
         ctx.comm(True)
-        # The wait: until the sender has sent (its 8-byte stamp arrives), in no row.
-        stamp = self.take(hop, "stamp", torch.zeros(1, dtype=torch.float64, device=comm))
+        spans = receive_in_turn(
+            ctx,
+            hop.src,
+            self.migrate_group,
+            (stamp, _tag(hop.model, "stamp")),
+            [(t, _tag(hop.model, what)) for what, t in carried.items()],
+        )
+        ctx.comm(False)
         ctx.counter.add("migrate_index", tensor_bytes(stamp))
         engine = link_engine(ctx.inputs, hop.src, hop.dst)
-        carried = {}
-        for part in hop.carries:  # the transfers, one after the other
-            start = ctx.now()
-            tensor = self.take(hop, part.what, torch.empty(self.num_params, dtype=torch.float32, device=comm))
-            end = ctx.now()
-            nbytes = tensor_bytes(tensor)
+        for part, (start, end) in zip(hop.carries, spans, strict=True):
+            nbytes = tensor_bytes(carried[part.what])
             ctx.counter.add("migrate", nbytes)
             task = migrate_task(it, hop.src, hop.model, part.what)
             ctx.row(task, "migrate", start, end, nbytes, engine=engine)
-            carried[part.what] = tensor
-        ctx.comm(False)
         params = carried["model"]
         # The copies' parameters are equal within an iteration: a real load all the same.
         with torch.no_grad():
@@ -395,12 +400,6 @@ class HopGNNExecutor(ModelCentricExecutor):
                 p.copy_(params[offset : offset + p.numel()].view_as(p))
                 offset += p.numel()
         return carried["gradients"].to(ctx.device)
-
-    def take(self, hop: Hop, part: str, buffer: torch.Tensor) -> torch.Tensor:
-        """Receive ``part`` of ``hop`` into ``buffer`` and wait for it. Its bytes move only now: a
-        gloo send waits for its receive (it announces itself; the receiver's post calls the bytes)."""
-        dist.irecv(buffer, hop.src, group=self.migrate_group, tag=_tag(hop.model, part)).wait()
-        return buffer
 
     def finish_sends(self, it: int, pending: list[Pending]) -> None:
         """Wait for this worker's migrations to be taken (every receiver takes its models before its

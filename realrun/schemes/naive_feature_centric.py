@@ -20,19 +20,23 @@ every model's roots, stops, the vertices it reads at each and its hops), and:
    whose source it read into the model's partial sums (``aggregate``). At a model's last stop it
    finishes layer 0 and runs the other layers' forward (``fwd{l}``), keeping what backward needs.
    After its round's stops it sends each model on to its next stop, or home after its last
-   (``migrate``), and takes the models that arrive: one batch of point-to-point operations per
-   round over a gloo group (:mod:`realrun.p2p`: one work per operation under gloo, one for the
-   batch under NCCL; the main group on CPU, the gloo group the worker makes for feature fetches
-   on GPUs, so the carried tensors go through host memory there);
+   (``migrate``: sends that do not block, posted before it takes a model, so no round
+   deadlocks), and takes the models that arrive, one at a time, over gloo (the main group on
+   CPU; beside NCCL the gloo group a worker keeps for host transfers, so the carried tensors go
+   through host memory on GPUs);
 3. when its model is home (at once if its only stop was home), runs backward from what the model
    brought back, and after the rounds all-reduces the gradient and steps the optimizer, as
    ``model-centric`` does (a worker whose model has no roots adds zeros).
 
 A migration is recorded by its receiver, one row per plan transfer (``model``: the flat
 parameters, loaded into the receiver's copy where the model computes; ``partials``: layer 0's
-sums, ``num_dst(layer 0) x in_dim`` float32; ``activations``; ``adjacency``), from the later of
-the sender's send and the receiver's readiness to its arrival. The sender's send time travels as
-an 8-byte stamp per hop, counted as ``migrate_index`` (real traffic the plan does not model).
+sums, ``num_dst(layer 0) x in_dim`` float32; ``activations``; ``adjacency``), each timing its own
+bytes, as ``hopgnn`` records its migrations (:func:`realrun.schemes.base.receive_in_turn`). A
+gloo send waits for its receive, so the receiver first takes an 8-byte stamp announcing the
+model (the sender's send time, counted as ``migrate_index``: real traffic the plan does not
+model), then posts each part's receive once the one before has arrived: each row runs from
+posting to arrival on the receiver's clock, none zero-length, none overlapping another. The
+receiver's wait for a model not yet sent ends with the stamp and is in no row.
 
 **Which models.** A partial sum over stops is the full aggregation only where a layer-0 output is
 a function of the sum over its in-edges of something of the source alone. GCN (norm ``both``, as
@@ -63,11 +67,17 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from realrun import p2p
 from realrun.feature_store import peer_reads_possible, tensor_bytes
 from realrun.layers import TensorBlock, aggregate_sum
 from realrun.schemes import REAL_EXECUTORS
-from realrun.schemes.base import EpochTotals, WorkerContext, all_reduce_and_step, epoch_totals, link_engine
+from realrun.schemes.base import (
+    EpochTotals,
+    WorkerContext,
+    all_reduce_and_step,
+    epoch_totals,
+    link_engine,
+    receive_in_turn,
+)
 from realrun.schemes.model_centric import ModelCentricExecutor, seed_labels
 from workbench.config import RunConfig
 from workbench.errors import ConfigError
@@ -253,9 +263,9 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
                 raise ConfigError(f"naive-feature-centric runs for real with gcn norm 'both', not {norm!r}")
         self.scheme: NaiveFeatureCentricScheme = ctx.scheme
         self.num_params = sum(p.numel() for p in self.params)
-        # Gloo on the CPU; on GPUs the gloo group the worker makes for its feature fetches.
-        nccl = dist.is_initialized() and dist.get_backend(ctx.group) == "nccl"
-        self.comm_group = ctx.store.remote_group if nccl and ctx.store is not None else ctx.group
+        # Gloo: the main group on the CPU; beside NCCL (GPUs, the NCCL stand-in) the host group, where
+        # an unbatched send does not wait for its receive before returning.
+        self.comm_group = ctx.host_group if ctx.host_group is not None else ctx.group
         self.schedules: dict[int, NaiveSchedule] = {}  # every epoch trains the same minibatches
         self.labels = torch.zeros(0, dtype=torch.int64)  # this worker's model's roots' labels
 
@@ -442,8 +452,10 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
     def migrate(
         self, it: int, schedule: NaiveSchedule, k: int, leaving: list[tuple[Hop, list[torch.Tensor]]]
     ) -> list[tuple[Hop, list[torch.Tensor]]]:
-        """After round ``k``: send the models ``leaving`` and take those the schedule brings here, in one
-        batch; records each arrival's transfers. Returns the arrivals with what they carried."""
+        """After round ``k``: send the models ``leaving`` (each a stamp, then its carried tensors; the
+        sends do not block), take those the schedule brings here one after the other, recording each
+        arrival's transfers, then wait for the sends to be taken. Returns the arrivals with what
+        they carried."""
         ctx = self.ctx
         if [hop for hop, _ in leaving] != schedule.departures(ctx.rank, k):
             raise RuntimeError(f"worker {ctx.rank} round {k}: its departures are not the schedule's")
@@ -452,27 +464,42 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
             return []
         ctx.status.phase("migrate", it)
         cpu = torch.device("cpu")
-        ops, kept = [], []  # kept: the send buffers, alive until the batch ends
+        sends, kept = [], []  # kept: the send buffers, alive until their sends end
         for hop, tensors in leaving:
             stamp = torch.tensor([ctx.now()], dtype=torch.float64)
             for part, t in enumerate([stamp, *tensors]):
                 kept.append(t.detach().to(cpu).contiguous())
-                ops.append(
-                    dist.P2POp(
-                        dist.isend, kept[-1], hop.dst, group=self.comm_group, tag=_tag(hop.model, part)
-                    )
-                )
-        received = [self.buffers(schedule.tours[hop.model], hop) for hop in arriving]
-        for hop, buffers in zip(arriving, received, strict=True):
-            for part, t in enumerate(buffers):
-                ops.append(
-                    dist.P2POp(dist.irecv, t, hop.src, group=self.comm_group, tag=_tag(hop.model, part))
-                )
-        ready = ctx.now()
-        ends = self.wait(ops)[len(kept) :]
-        for n, (hop, buffers) in enumerate(zip(arriving, received, strict=True)):
-            self.record(it, hop, buffers, ends[PARTS * n : PARTS * (n + 1)], ready)
-        return [(hop, buffers[1:]) for hop, buffers in zip(arriving, received, strict=True)]
+                sends.append(dist.isend(kept[-1], hop.dst, group=self.comm_group, tag=_tag(hop.model, part)))
+        ctx.comm(True)
+        # Every worker posts its round's sends before it takes a model, so each receive finds its send.
+        arrived = [(hop, self.receive(it, schedule.tours[hop.model], hop)) for hop in arriving]
+        for work in sends:
+            work.wait()
+        ctx.comm(False)
+        return arrived
+
+    def receive(self, it: int, tour: Tour | None, hop: Hop) -> list[torch.Tensor]:
+        """Take ``hop``'s model: the sender's stamp, then each carried tensor once the one before has
+        arrived (:func:`realrun.schemes.base.receive_in_turn`); records one row per plan transfer,
+        from posting its receive to its arrival, with the bytes it really moved. Returns the carried
+        tensors."""
+        ctx = self.ctx
+        stamp, *carried = self.buffers(tour, hop)
+        spans = receive_in_turn(
+            ctx,
+            hop.src,
+            self.comm_group,
+            (stamp, _tag(hop.model, 0)),
+            [(t, _tag(hop.model, part)) for part, t in enumerate(carried, start=1)],
+        )
+        ctx.counter.add("migrate_index", tensor_bytes(stamp))
+        engine = link_engine(ctx.inputs, hop.src, hop.dst)
+        for part, tensor, (start, end) in zip(hop.carries, carried, spans, strict=True):
+            nbytes = tensor_bytes(tensor)
+            ctx.counter.add("migrate", nbytes)
+            task = migrate_task(it, hop.src, hop.model, part.what)
+            ctx.row(task, "migrate", start, end, nbytes, engine=engine)
+        return carried
 
     def buffers(self, tour: Tour | None, hop: Hop) -> list[torch.Tensor]:
         """Receive buffers of ``hop`` (the stamp, then its carried tensors), shaped from the tour's sizes."""
@@ -489,28 +516,3 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
             torch.empty(values, dtype=torch.float32),
             torch.empty(ids, dtype=torch.int64),
         ]
-
-    def wait(self, ops: list[dist.P2POp]) -> list[float]:
-        """Post ``ops`` as one batch; returns when each completed (all at once where the batch has one work)."""
-        ctx = self.ctx
-        ends = [0.0] * len(ops)
-        works = p2p.start(ops)
-        ctx.comm(True)
-        for k in p2p.completions(works, len(ops)):
-            ends[k] = ctx.now()
-        ctx.comm(False)
-        return ends
-
-    def record(self, it: int, hop: Hop, buffers: list[torch.Tensor], ends: list[float], ready: float) -> None:
-        """The rows of ``hop``'s transfers, received here: each from the later of the sender's send and
-        this worker's readiness, to its arrival, with the bytes it really moved."""
-        ctx = self.ctx
-        stamp, *carried = buffers
-        start = max(ready, float(stamp.item()))
-        ctx.counter.add("migrate_index", tensor_bytes(stamp))
-        engine = link_engine(ctx.inputs, hop.src, hop.dst)
-        for part, tensor, end in zip(hop.carries, carried, ends[1:], strict=True):
-            nbytes = tensor_bytes(tensor)
-            ctx.counter.add("migrate", nbytes)
-            task = migrate_task(it, hop.src, hop.model, part.what)
-            ctx.row(task, "migrate", min(start, end), end, nbytes, engine=engine)

@@ -20,6 +20,7 @@ from realrun.launcher import prepare_real_run
 from realrun.p2p import NCCL_STANDIN_ENV
 from realrun.traces import read_parts
 from workbench.errors import ConfigError
+from workbench.strategies.execution.naive_feature_centric import home_prefix, migrate_task, tour_prefix
 from workbench.trace import read_trace
 
 from .conftest import assert_trace_is_the_plan, launch_real, tiny_config
@@ -150,9 +151,10 @@ def test_it_trains_model_centrics_model_to_the_same_loss(runs) -> None:
 def test_global_minibatches_migrate_under_nccls_semantics(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Under NCCL a batch of point-to-point operations returns one work; the tours' migrations are
-    batched per round, so they run with the stand-in, here with models whose roots come from every
-    worker's minibatch (``global``) on three workers."""
+    """Under NCCL an unbatched send on the main group waits for its receive: the tours' migrations go
+    over the gloo group kept beside it, whose sends do not, so they run with the stand-in (workers
+    that send to each other in one round would hang on the main group), here with models whose
+    roots come from every worker's minibatch (``global``) on three workers."""
     monkeypatch.setenv(NCCL_STANDIN_ENV, "1")  # the spawned workers inherit it
     config = tmp_path / "naive.toml"
     config.write_text(tiny("naive-feature-centric", minibatches="global"))
@@ -163,6 +165,47 @@ def test_global_minibatches_migrate_under_nccls_semantics(
     assert sum(1 for t in plan.tasks if t.phase == "migrate") > 0
     assert all(row["bytes_match_plan"] for row in summary.results)
     assert_trace_is_the_plan(read_trace(summary.out / "trace.parquet"), plan, epochs=1)
+
+
+# ---- a migration's rows time its bytes, not the receiver's wait -----------------------------------
+def test_a_migrations_rows_follow_one_another_and_exclude_the_receivers_wait(runs) -> None:
+    """The receiver takes the sender's 8-byte announcement first (its wait for the sender ends there,
+    in no row), then posts each carried part's receive once the one before has arrived: each row
+    times its own bytes on the receiver's clock, so no row is zero-length, a hop's rows follow one
+    another, and its first starts once the receiver has finished its round's stops. Before, every
+    part was timed from one start (the later of the sender's stamp and the receiver's readiness:
+    two workers' clocks), so a hop's rows overlapped."""
+    workers, out = runs
+    prepared, plan, summary = out["naive-feature-centric"]
+    trace = read_trace(summary.out / "trace.parquet")
+    assert_trace_is_the_plan(trace, plan, epochs=EPOCHS)
+    rows = trace[trace["phase"] == "migrate"]
+    assert len(rows) == EPOCHS * sum(t.phase == "migrate" for t in plan.tasks) > 0
+    assert (rows["end"] - rows["start"] > 1e-6).all()
+    end_of = trace[trace["phase"] != "migrate"].groupby(["epoch", "task"])["end"].max()
+    iterations = prepared.inputs.num_iterations
+    hops = 0
+    for it in range(iterations):
+        schedule = prepared.scheme.schedule(prepared.inputs, it)
+        for k in range(schedule.rounds):
+            for r in range(workers):
+                # What the receiver ran in round k before it took the models: its stops' rows.
+                mine = tuple(f"{tour_prefix(it, r, t.model)}." for t in schedule.visits(r, k))
+                home = tuple(f"{home_prefix(it, t.model)}." for t in schedule.visits(r, k))
+                for hop in schedule.arrivals(r, k):
+                    tasks = [migrate_task(it, hop.src, hop.model, part.what) for part in hop.carries]
+                    for epoch in range(EPOCHS):
+                        hop_rows = rows[(rows["epoch"] == epoch) & rows["task"].isin(tasks)]
+                        hop_rows = hop_rows.sort_values("start")
+                        assert len(hop_rows) == len(tasks)
+                        start, end = hop_rows["start"].to_numpy(), hop_rows["end"].to_numpy()
+                        assert (start[1:] >= end[:-1]).all(), hop_rows[["task", "start", "end"]]
+                        ran = end_of[epoch]
+                        ready = ran[[t for t in ran.index if t.startswith(mine) and not t.startswith(home)]]
+                        if len(ready):
+                            assert start[0] >= ready.max()
+                        hops += 1
+    assert hops == EPOCHS * sum(1 for t in plan.tasks if t.phase == "migrate" and t.carries == "model")
 
 
 # ---- the schedule, read by brute force ------------------------------------------------------------
