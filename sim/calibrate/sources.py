@@ -328,7 +328,8 @@ def check_same_hardware(sources: list[TraceSource], allow_mixed: bool) -> None:
 
 
 def attribute_gaps(trace: pd.DataFrame) -> pd.DataFrame:
-    """The trace with each row's ``start`` moved back over the idle gap before it on its worker.
+    """The trace with each row's ``start`` moved back over the idle gap before it on the worker that
+    timed it.
 
     In a real run whose workers do one thing at a time (a Python process on a CPU), the time
     between one timed activity's end and the next one's start is the host's overhead of
@@ -336,9 +337,15 @@ def attribute_gaps(trace: pd.DataFrame) -> pd.DataFrame:
     can attribute each to the activity that follows it (``gnnwb calibrate --attribute-gaps``):
     a row then starts at the later of its ``ready`` and its worker's previous end. Rows that
     overlapped an earlier one of their worker keep their start.
+
+    The worker is the one whose clock timed the row (:func:`timing_worker`): for a transfer, the
+    worker its bytes arrive at, which is not always the task's owner. A migration is the
+    sender's task but its receiver times it; on the sender's timeline its row would reach back
+    over the sender's idle time while the receiver was still busy, a wait counted as transfer.
     """
     out = trace.copy()
-    for _, rows in out.groupby(["run_id", "worker"], sort=False):
+    timed_by = pd.Series(timing_worker(out), index=out.index)
+    for _, rows in out.groupby([out["run_id"], timed_by], sort=False):
         order = rows.sort_values(["start", "end"], kind="stable")
         start = order["start"].to_numpy()
         prev_end = np.concatenate([[-np.inf], np.maximum.accumulate(order["end"].to_numpy())[:-1]])
@@ -346,3 +353,30 @@ def attribute_gaps(trace: pd.DataFrame) -> pd.DataFrame:
         out.loc[order.index, "start"] = np.where(prev_end <= start, np.minimum(earlier, start), start)
     out["ready"] = np.minimum(out["ready"], out["start"])
     return out
+
+
+def timing_worker(trace: pd.DataFrame) -> np.ndarray:
+    """Per row of ``trace``, the worker whose clock timed it. A compute or a collective's row is its
+    ``worker``'s (a collective has one row per device, each its driver's). A transfer is timed
+    where its bytes arrive, by the worker that waits for them (a real executor records a read, a
+    fetch or a migration on the receiving side; the simulator puts a transfer's row on its
+    destination): the worker of its ``dst`` memory, known from the trace's own compute and
+    collective rows on that device. Where the destination is no one worker's (a host several
+    workers share) or the trace has no ``dst``, the transfer's own ``worker``: the reader of a
+    read, whose task it is."""
+    worker = trace["worker"].to_numpy(dtype=np.int64)
+    if not len(trace) or "kind" not in trace.columns or "dst" not in trace.columns:
+        return worker
+    transfer = (trace["kind"] == "transfer").to_numpy(dtype=bool)
+    own = trace.loc[~transfer]
+    span = own.groupby([own["run_id"], own["device"]], sort=False)["worker"].agg(["min", "max"])
+    drivers = span.loc[span["min"] == span["max"], "min"]
+    if not len(drivers):
+        return worker
+    dst = pd.MultiIndex.from_arrays([trace["run_id"].astype(str), trace["dst"].fillna("").astype(str)])
+    drivers.index = pd.MultiIndex.from_arrays(
+        [drivers.index.get_level_values(0).astype(str), drivers.index.get_level_values(1).astype(str)]
+    )
+    at = drivers.reindex(dst).to_numpy(dtype=float)
+    use = transfer & ~np.isnan(at)
+    return np.where(use, np.nan_to_num(at, nan=-1).astype(np.int64), worker)
