@@ -235,6 +235,8 @@ def test_presets_have_gpudirect_where_the_real_systems_do() -> None:
     expected = {
         "roc-4x4p100-nvlink-ib": True,  # Mellanox EDR InfiniBand
         "perlmutter-4xa100-slingshot": True,  # HPE Slingshot-11
+        "dgx-a100-16x8-fattree": True,  # InfiniBand HDR, as in DGX A100 SuperPOD
+        "dgx-h100-32x8-rail": True,  # InfiniBand NDR, as in DGX H100 SuperPOD
         "hopgnn-4xa100-10gbe": False,  # commodity 10 Gb/s Ethernet
         "neugraph-8xp100-pcie": False,  # single machines: no NIC
         "v100x8-nvlink-bridge": False,
