@@ -45,11 +45,11 @@ its own (not tied) somewhere takes that fit; tied fits apply to kinds with no ot
 A measured migration's parts (a model's parameters, its gradients, ...: the plan's
 ``migrate`` tasks of one hop, ids that differ in their last part) whose rows overlap one
 another were recorded from one start, the parts posted together as one message stream
-(``naive-feature-centric``; ``hopgnn`` before it called its parts one at a time): they are
-fitted as one transfer of their summed bytes from the first start to the last end
+(traces of ``hopgnn`` and ``naive-feature-centric`` recorded before each took its parts one at a
+time): they are fitted as one transfer of their summed bytes from the first start to the last end
 (:func:`_hops_as_one`), not left out as overlapping nor fitted one part each (the later
-parts' bytes moved inside the first part's row). Parts recorded one after the other
-(``hopgnn``: each row times its own bytes) stay one transfer each.
+parts' bytes moved inside the first part's row). Parts recorded one after the other (both
+schemes now: each row times its own bytes) stay one transfer each.
 
 Rows left out (counted in the profile): copies within one memory (no link crossed; the
 simulator gives them no time), rows that took no time, and, unless asked to keep them,
