@@ -31,16 +31,19 @@ choose by kind; a route uses one of them and never both (they are not aggregated
 model bonded links (several NVLink bricks between two GPUs), write one link with their
 summed bandwidth.
 
-The search: a breadth-first search from each end gives every node's hop distance to
-``src`` and to ``dst``; the links on some shortest path form a layered DAG; a pass from
-``dst`` backwards gives each node's best bottleneck to ``dst`` over that DAG, and a
-walk from ``src`` takes, at each step, the first neighbour (by name) that keeps that
-best bottleneck. Routes are cached per (src, dst).
+The search, one per destination memory (and per rule), cached: a breadth-first search
+from ``dst`` gives every node's hop distance to it (memories are entered but never
+passed through), and, level by level as it goes, each node's best bottleneck to ``dst``
+over its fewest-hop paths. A route from ``src`` then walks forward, taking at each step
+the first neighbour (by name, then widest link) one hop closer to ``dst`` that keeps
+``src``'s best bottleneck; each step is cached per (node, bottleneck), so routes to one
+destination share their common tails. Since every link is full duplex with the same
+kind and width both ways, this is the same route as a search from ``src`` would give.
+Routes are cached per (src, dst).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 from workbench.errors import PlanError
@@ -90,6 +93,14 @@ class Topology:
         self.adjacency: dict[str, list[tuple[str, int]]] = {
             n: sorted(nbrs, key=lambda e: (e[0], -self.capacity[e[1]], e[1])) for n, nbrs in adjacency.items()
         }
+        # The same adjacency by node index, for the search.
+        self._names: list[str] = list(adjacency)
+        self._index: dict[str, int] = {n: i for i, n in enumerate(self._names)}
+        self._is_memory: list[bool] = [n in self.memories for n in self._names]
+        self._adj: list[list[tuple[int, int]]] = [
+            [(self._index[nbr], lid) for nbr, lid in self.adjacency[n]] for n in self._names
+        ]
+        self._trees: dict[tuple[int, bool], _Tree] = {}
         self._routes: dict[tuple[str, str], Route | None] = {}
 
     def route(self, src: str, dst: str) -> Route | None:
@@ -115,65 +126,67 @@ class Topology:
                 return peer
         return self._shortest_widest(src, dst, peer_only=False)
 
-    def _hops(self, start: str, end: str, peer_only: bool) -> dict[str, int]:
-        """Hop distance from ``start`` to every node reachable without passing through a memory."""
-        dist = {start: 0}
-        queue = deque([start])
-        while queue:
-            node = queue.popleft()
-            if node != start and node in self.memories:
-                continue  # reached ``end`` (other memories are never entered)
-            for nbr, lid in self.adjacency[node]:
-                if nbr in dist or (peer_only and not self._peer[lid]):
+    def _tree(self, root: int, peer_only: bool) -> _Tree:
+        """Fewest hops from every node to memory ``root``, and the best bottleneck over them."""
+        key = (root, peer_only)
+        tree = self._trees.get(key)
+        if tree is not None:
+            return tree
+        n = len(self._names)
+        dist = [-1] * n
+        width = [0.0] * n
+        dist[root] = 0
+        width[root] = float("inf")
+        queue = [root]
+        memory, peer, capacity, adj = self._is_memory, self._peer, self.capacity, self._adj
+        for node in queue:  # grows as it goes: a FIFO queue, so level by level
+            if node != root and memory[node]:
+                continue  # a memory is an end, never a transit node
+            d = dist[node] + 1
+            w_node = width[node]
+            for nbr, lid in adj[node]:
+                if peer_only and not peer[lid]:
                     continue
-                if nbr in self.memories and nbr != end:
-                    continue
-                dist[nbr] = dist[node] + 1
-                queue.append(nbr)
-        return dist
+                # The link nbr -> node has lid's width (full duplex), so this is a
+                # bottleneck from nbr to root through node.
+                w = min(capacity[lid], w_node)
+                if dist[nbr] < 0:
+                    dist[nbr] = d
+                    width[nbr] = w
+                    queue.append(nbr)
+                elif dist[nbr] == d and w > width[nbr]:
+                    width[nbr] = w
+        tree = self._trees[key] = _Tree(root, peer_only, dist, width, {})
+        return tree
+
+    def _next_hop(self, tree: _Tree, node: int, width: float) -> tuple[int, int]:
+        """The first neighbour (by name, then widest link) one hop closer that keeps ``width``."""
+        step = tree.next_hop.get((node, width))
+        if step is None:
+            closer = tree.dist[node] - 1
+            step = next(
+                (nbr, lid)
+                for nbr, lid in self._adj[node]
+                if tree.dist[nbr] == closer
+                and (nbr == tree.root or not self._is_memory[nbr])
+                and not (tree.peer_only and not self._peer[lid])
+                and min(self.capacity[lid], tree.width[nbr]) >= width
+            )
+            tree.next_hop[(node, width)] = step
+        return step
 
     def _shortest_widest(self, src: str, dst: str, peer_only: bool) -> Route | None:
         """Fewest hops, then the largest bottleneck, then the first node names."""
-        from_src = self._hops(src, dst, peer_only)
-        if dst not in from_src:
+        tree = self._tree(self._index[dst], peer_only)
+        node = self._index[src]
+        if tree.dist[node] < 0:
             return None
-        # Links are full duplex with the same kind and width both ways, so hops from
-        # ``dst`` over the same adjacency are hops *to* ``dst``.
-        to_dst = self._hops(dst, src, peer_only)
-        hops = from_src[dst]
-
-        def on_shortest(node: str, nbr: str, lid: int) -> bool:
-            return (
-                nbr in to_dst
-                and from_src[node] + 1 + to_dst[nbr] == hops
-                and not (peer_only and not self._peer[lid])
-            )
-
-        # Best bottleneck from each node on a shortest path to dst, layer by layer backwards.
-        layers: dict[int, list[str]] = {}
-        for node, d in from_src.items():
-            if node in to_dst and d + to_dst[node] == hops:
-                layers.setdefault(d, []).append(node)
-        best = {dst: float("inf")}
-        for d in range(hops - 1, -1, -1):
-            for node in layers[d]:
-                best[node] = max(
-                    min(self.capacity[lid], best[nbr])
-                    for nbr, lid in self.adjacency[node]
-                    if nbr in best and on_shortest(node, nbr, lid)
-                )
-        width = best[src]
-        # Walk forward taking the first neighbour (name, then widest link) that keeps ``width``.
+        width = tree.width[node]
         nodes = [src]
         links: list[int] = []
-        node = src
-        while node != dst:
-            node, lid = next(
-                (nbr, lid)
-                for nbr, lid in self.adjacency[node]
-                if nbr in best and on_shortest(node, nbr, lid) and min(self.capacity[lid], best[nbr]) >= width
-            )
-            nodes.append(node)
+        while node != tree.root:
+            node, lid = self._next_hop(tree, node, width)
+            nodes.append(self._names[node])
             links.append(lid)
         return Route(
             src,
@@ -183,3 +196,14 @@ class Topology:
             sum(self.latency[lid] for lid in links),
             min(self.capacity[lid] for lid in links),
         )
+
+
+@dataclass
+class _Tree:
+    """Fewest-hop paths to one memory: per node index its hops and best bottleneck to it."""
+
+    root: int
+    peer_only: bool
+    dist: list[int]  # -1: no path
+    width: list[float]
+    next_hop: dict[tuple[int, float], tuple[int, int]]  # (node, bottleneck kept) -> (next node, link)
