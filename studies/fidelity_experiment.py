@@ -237,6 +237,7 @@ class FidelityOptions:
     graph: str = GRAPH
     quick: bool = False
     microbench: bool = True
+    grid: str = "paper"  # or "schemes": studies.fidelity_grid
 
     def check(self) -> None:
         if not self.workers or min(self.workers) < 1 or min(self.repeats, self.epochs, self.iterations) < 1:
@@ -247,6 +248,12 @@ def fidelity(opts: FidelityOptions) -> dict[str, Any]:
     """Run the grid for real (finished runs are kept and not run again), calibrate on one half,
     score the simulator on the other; writes the output folder and returns the summary."""
     opts.check()
+    if opts.grid == "schemes":
+        from studies.fidelity_grid import scheme_fidelity
+
+        return scheme_fidelity(opts)
+    if opts.grid != "paper":
+        raise ConfigError(f"unknown fidelity grid {opts.grid!r}; known: paper, schemes")
     out = opts.out
     (out / "configs").mkdir(parents=True, exist_ok=True)
     hardware = out / "hardware.toml"
@@ -526,7 +533,8 @@ def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
     lines = [
         "# Fidelity: simulated vs measured on held-out configurations",
         "",
-        f"model-centric and hopgnn on CPU worker processes, {opts.repeats} runs per configuration, epoch {opts.epochs - 1} "
+        f"{', '.join(dict.fromkeys(epoch['scheme'].astype(str)))} on CPU worker processes, {opts.repeats} runs per "
+        f"configuration, epoch {opts.epochs - 1} "
         f"measured; {summary['configurations']} held-out configurations.",
         "",
         f"Epoch time: median |error| {summary['epoch_median_abs_error']:.1%}, worst {summary['epoch_worst_abs_error']:.1%}, "

@@ -139,7 +139,9 @@ class Case:
     def name(self) -> str:
         return f"{self.scheme}-{self.variant}" if self.variant else self.scheme
 
-    def config(self, workers: int, hardware: Path, graph: str = GRAPH) -> str:
+    def config(self, workers: int, hardware: Path, graph: str = GRAPH, arena_scale: float = 1.0) -> str:
+        """The configuration's TOML on ``workers`` workers; ``arena_scale``: a memory policy's arena
+        times :func:`arena_kib` (a graph larger or wider than :data:`GRAPH` needs a larger one)."""
         execution = self.one_worker if workers == 1 and self.one_worker is not None else self.execution
         return CONFIG.format(
             name=f"validate-{self.name}-w{workers}",
@@ -153,7 +155,7 @@ class Case:
             tables=(CACHE_TABLES if self.cache and self.sampler else "")
             + (SAMPLING_TABLE.format(sampler=self.sampler) if self.sampler else ""),
             scheme=self.scheme,
-            execution=execution.format(arena_kib=arena_kib(workers)),
+            execution=execution.format(arena_kib=int(arena_kib(workers) * arena_scale)),
         )
 
 

@@ -84,6 +84,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--quick", action="store_true", help="no placements beside 'none' (half the grid)")
     p.add_argument(
+        "--grid",
+        choices=("paper", "schemes"),
+        default="paper",
+        help="paper (default): model-centric and hopgnn over partitions, placements and fanouts; schemes: "
+        "every real scheme and memory policy (validate's configurations) over SBM, R-MAT and Erdos-Renyi "
+        "graphs and two feature widths, plus a second held-out set of a size and width never fitted "
+        "(--iterations, --batch-size and --graph do not apply: validate's configurations fix them)",
+    )
+    p.add_argument(
         "--no-microbench",
         dest="microbench",
         action="store_false",
@@ -107,9 +116,13 @@ def run_fidelity(args: argparse.Namespace) -> int:
         args.graph,
         args.quick,
         args.microbench,
+        args.grid,
     )
     summary = fidelity(opts)
     print((opts.out / "report.md").read_text())
+    if "second" in summary:
+        print("Second held-out set (a size and width never fitted):\n")
+        print((opts.out / "second" / "report.md").read_text())
     print(
         f"wrote {opts.out}/: table.csv, summary.json, report.md, {', '.join(summary['images'])}, profile.toml"
     )
