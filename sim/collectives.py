@@ -1,4 +1,4 @@
-"""Collectives as rings of point-to-point steps.
+"""Collectives as rings (or, for all-reduce, a binary tree) of point-to-point steps.
 
 ``devices`` in the task's order form the ring d0 -> d1 -> ... -> d(n-1) -> d0; ``B``
 is the task's ``bytes`` (each device's buffer). Each step moves chunks between ring
@@ -25,6 +25,18 @@ chunks (for broadcast, the sum of the chain's latencies: the first byte crosses 
 hop), then its chunks drain at their fair rates. So an all-reduce over n GPUs whose
 ring edges each get bandwidth ``bw`` and latency ``a`` takes
 ``2(n-1) * (a + B / (n * bw))``; with ``a = 0`` that is ``2(n-1)/n * B / bw``.
+
+``algorithm="tree"`` (all-reduce only) replaces the ring by a binary tree over the
+devices in task order (device i's parent is device (i-1)//2, so the depth is
+D = floor(log2 n)), reducing up the tree and broadcasting back down, pipelined in
+k = ceil(B / TREE_CHUNK) chunks of B/k: chunk c leaves depth l upwards at step
+c + D - l and reaches depth l downwards at step c + D + l - 1, so a chunk's broadcast
+starts as soon as the root has reduced it, and the all-reduce takes 2D + k - 1 steps,
+each moving B/k over every tree edge then active (in lockstep, as a ring step). Where
+every tree edge has its own link of bandwidth ``bw`` and latency ``a``, that is
+``(2D + k - 1) * (a + B / (k * bw))``: fewer latency terms than the ring's 2(n-1) for
+small messages, about twice the ring's bandwidth term for large ones (every byte
+crosses a root-ward edge whole, the ring's only in n-th parts).
 """
 
 from __future__ import annotations
@@ -41,10 +53,22 @@ class Step:
     latency: float
 
 
-def collective_steps(op: str, devices: list[str], nbytes: int, topo: Topology, where: str) -> list[Step]:
+ALGORITHMS = ("ring", "tree")
+TREE_CHUNK = 1 << 20  # bytes per pipelined chunk of a tree all-reduce (NCCL's tree chunks are of this order)
+
+
+def collective_steps(
+    op: str, devices: list[str], nbytes: int, topo: Topology, where: str, algorithm: str = "ring"
+) -> list[Step]:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown collective algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
+    if algorithm == "tree" and op != "allreduce":
+        raise ValueError(f"{where}: algorithm 'tree' is an all-reduce; {op!r} runs as a ring")
     n = len(devices)
     if n < 2:
         return []
+    if algorithm == "tree":
+        return _tree_allreduce(devices, nbytes, topo, where)
     ring = [(devices[i], devices[(i + 1) % n]) for i in range(n)]
     if op in ("allreduce", "reducescatter", "allgather"):
         count = 2 * (n - 1) if op == "allreduce" else n - 1
@@ -65,3 +89,20 @@ def _step(chunks: list[tuple[Route, float]]) -> Step:
     links = tuple(lid for r, _ in moving for lid in r.links)
     chunk_bytes = moving[0][1] if moving else 0.0
     return Step(links, chunk_bytes, max((r.latency for r, _ in chunks), default=0.0))
+
+
+def _tree_allreduce(devices: list[str], nbytes: int, topo: Topology, where: str) -> list[Step]:
+    """Reduce up a binary tree and broadcast down it, pipelined by chunks (module docstring)."""
+    n = len(devices)
+    depth = [(i + 1).bit_length() - 1 for i in range(n)]  # device i's depth in the tree
+    tree_depth = depth[-1]
+    chunks = max(1, -(-nbytes // TREE_CHUNK))
+    chunk = nbytes / chunks
+    up = [topo.route_or_raise(devices[i], devices[(i - 1) // 2], where) for i in range(1, n)]
+    down = [topo.route_or_raise(devices[(i - 1) // 2], devices[i], where) for i in range(1, n)]
+    steps = []
+    for s in range(2 * tree_depth + chunks - 1):
+        active = [r for i, r in enumerate(up, 1) if 0 <= s - (tree_depth - depth[i]) < chunks]
+        active += [r for i, r in enumerate(down, 1) if 0 <= s - (tree_depth + depth[i] - 1) < chunks]
+        steps.append(_step([(r, chunk) for r in active]))
+    return steps
