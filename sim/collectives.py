@@ -60,6 +60,8 @@ TREE_CHUNK = 1 << 20  # bytes per pipelined chunk of a tree all-reduce (NCCL's t
 def collective_steps(
     op: str, devices: list[str], nbytes: int, topo: Topology, where: str, algorithm: str = "ring"
 ) -> list[Step]:
+    if op == "allreduce-tree":  # the plan's way to ask for the tree
+        op, algorithm = "allreduce", "tree"
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown collective algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
     if algorithm == "tree" and op != "allreduce":

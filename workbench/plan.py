@@ -78,7 +78,9 @@ from workbench.errors import PlanError
 from workbench.validate import INT64_MAX, short_repr
 
 TASK_KINDS = ("compute", "transfer", "collective")
-COLLECTIVE_OPS = ("allreduce", "allgather", "broadcast", "alltoall", "reducescatter")
+# "allreduce-tree": an all-reduce the simulator runs as a pipelined binary tree (sim.collectives)
+# instead of a ring: fewer, larger steps, for small messages across many GPUs.
+COLLECTIVE_OPS = ("allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "allreduce-tree")
 PHASES = (
     "sample",
     "gather_local",

@@ -111,3 +111,22 @@ def test_unknown_algorithm_names_the_valid_ones():
         collective_steps("allreduce", gpus(4), 1, mesh(4), "t", algorithm="butterfly")
     with pytest.raises(ValueError, match="all-reduce"):
         collective_steps("allgather", gpus(4), 1, mesh(4), "t", algorithm="tree")
+
+
+def test_a_plan_asks_for_the_tree_with_its_op() -> None:
+    """``allreduce-tree`` in a plan runs the tree's steps: on 8 GPUs of one NVSwitch machine and a
+    small message, its makespan is the tree's (2 log2(8) = 6 latency-bound steps), shorter than the
+    ring's 14."""
+    from sim import simulate
+    from workbench.hardware import load_hardware
+    from workbench.plan import Plan
+
+    cluster = load_hardware("v100x8-nvswitch")
+    gpus = cluster.gpu_nodes()
+    times = {}
+    for op in ("allreduce", "allreduce-tree"):
+        plan = Plan(op)
+        plan.collective("ar", op, gpus, 4096, "allreduce")
+        times[op] = simulate(plan, cluster).makespan
+    assert times["allreduce-tree"] < times["allreduce"]
+    assert times["allreduce"] / times["allreduce-tree"] == pytest.approx(14 / 6, rel=0.05)
