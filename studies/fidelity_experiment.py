@@ -424,7 +424,7 @@ def _score(
 
     out = opts.out
     print(
-        f"calibrating on {sum(not p.held_out for p in points)} configurations ({len(sources)} traces)",
+        f"calibrating on {len(sources)} traces (the fitted configurations' repeats and the microbenchmarks)",
         flush=True,
     )
     profile_path, profile = calibrate_profile(
