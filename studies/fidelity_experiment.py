@@ -248,12 +248,8 @@ def fidelity(opts: FidelityOptions) -> dict[str, Any]:
     """Run the grid for real (finished runs are kept and not run again), calibrate on one half,
     score the simulator on the other; writes the output folder and returns the summary."""
     opts.check()
-    if opts.grid == "schemes":
-        from studies.fidelity_grid import scheme_fidelity
-
-        return scheme_fidelity(opts)
-    if opts.grid != "paper":
-        raise ConfigError(f"unknown fidelity grid {opts.grid!r}; known: paper, schemes")
+    if opts.grid != "paper":  # the grid of every scheme is studies.fidelity_grid.scheme_fidelity's
+        raise ConfigError(f"fidelity() runs the paper grid; {opts.grid!r} is studies.fidelity_grid's")
     out = opts.out
     (out / "configs").mkdir(parents=True, exist_ok=True)
     hardware = out / "hardware.toml"

@@ -55,3 +55,23 @@ def test_configurations_prepare_on_their_graphs(
     prepared, plan, executed = prepare_real_run(config, None, "cpu")
     assert executed.name == point.name and prepared.inputs.graph.num_nodes == nodes
     assert prepared.inputs.graph.feat_dim == width and len(plan.tasks) > 0
+
+
+def test_gnnwb_fidelity_grid_schemes_runs_the_scheme_grid(tmp_path: Path, monkeypatch, capsys) -> None:
+    from studies import fidelity_experiment, fidelity_grid
+    from workbench.cli.main import main
+
+    called = {}
+
+    def fake(opts):
+        called["grid"] = opts.grid
+        (opts.out / "second").mkdir(parents=True)
+        for folder in (opts.out, opts.out / "second"):
+            (folder / "report.md").write_text("report\n")
+        return {"images": [], "second": {}}
+
+    monkeypatch.setattr(fidelity_grid, "scheme_fidelity", fake)
+    assert main(["fidelity", "--grid", "schemes", "--out", str(tmp_path / "f"), "--repeats", "1"]) == 0
+    assert called == {"grid": "schemes"} and "Second held-out set" in capsys.readouterr().out
+    with pytest.raises(Exception, match="fidelity_grid"):
+        fidelity_experiment.fidelity(fidelity_experiment.FidelityOptions(tmp_path, grid="schemes"))

@@ -104,6 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_fidelity(args: argparse.Namespace) -> int:
     from studies.fidelity_experiment import FidelityOptions, fidelity
+    from studies.fidelity_grid import scheme_fidelity
 
     workers = tuple(sorted(set(parse_layer_sizes(args.workers, "--workers"))))
     opts = FidelityOptions(
@@ -118,7 +119,7 @@ def run_fidelity(args: argparse.Namespace) -> int:
         args.microbench,
         args.grid,
     )
-    summary = fidelity(opts)
+    summary = scheme_fidelity(opts) if opts.grid == "schemes" else fidelity(opts)
     print((opts.out / "report.md").read_text())
     if "second" in summary:
         print("Second held-out set (a size and width never fitted):\n")
