@@ -160,7 +160,7 @@ def _claim_text(summary: dict[str, Any], table: pd.DataFrame, phases: pd.DataFra
         f"Target: median |error| <= {TARGET_MEDIAN:.0%}, worst <= {TARGET_WORST:.0%}. Workbench: median "
         f"{median:.1%}, worst {worst:.1%}, mean signed {summary['epoch_mean_error']:+.1%}, against the "
         f"measurement's own run-to-run spread of {summary['epoch_median_spread']:.1%} (median) "
-        f"({'target met' if holds else 'target NOT met'}). "
+        f"({_target_words(holds, summary)}). "
         + "".join(
             f"{name}: median {v['median_abs_error']:.1%}, worst {v['worst_abs_error']:.1%}, mean signed "
             f"{v['mean_error']:+.1%}. "
@@ -173,6 +173,12 @@ def _claim_text(summary: dict[str, Any], table: pd.DataFrame, phases: pd.DataFra
         + " "
         + _phase_misses(summary, table, phases, holds)
     )
+
+
+def _target_words(holds: bool, summary: dict[str, Any]) -> str:
+    if summary.get("every_unreliable"):
+        return "not judged: every configuration's repeats spread more than the 10% a judgement needs"
+    return "target met" if holds else "target NOT met"
 
 
 def _phase_misses(summary: dict[str, Any], table: pd.DataFrame, phases: pd.DataFrame, holds: bool) -> str:

@@ -83,3 +83,15 @@ def test_a_missed_target_names_the_phase_furthest_off_in_time(tmp_path):
     assert (
         "furthest off in time, summed over the held-out configurations: gather_remote (-300.0 ms" in text
     )  # 0.2 s simulated, 0.5 s measured
+
+
+def test_the_target_is_not_judged_when_every_configuration_is_too_noisy(tmp_path):
+    import pandas as pd
+
+    from studies.study_fidelity import analyze
+
+    stored = stored_result()
+    stored["summary"]["every_unreliable"] = True
+    page = analyze(pd.DataFrame([stored]), tmp_path)
+    text = " ".join(s.text for s in page.sections)
+    assert "not judged: every configuration's repeats spread more than" in text and "target met" not in text
