@@ -330,27 +330,33 @@ def exchange_pairwise(
     return {q: t.to(ctx.device) for q, t in buffers.items()}, received, sent, start
 
 
-def receive_in_turn(
+def receive_migration(
     ctx: WorkerContext,
     src: int,
     group: dist.ProcessGroup | None,
     announcement: tuple[torch.Tensor, int],
-    parts: Sequence[tuple[torch.Tensor, int]],
-) -> list[tuple[float, float]]:
-    """Receive a migration from worker ``src`` over ``group`` (gloo: a send waits for its receive, so
-    no byte moves before the receive is posted) as a migration's rows are recorded. First the
-    sender's ``announcement`` (buffer, tag): the wait for a sender not there yet ends with it, in no
-    row. Then each of ``parts`` (buffer, tag), its receive posted once the one before has arrived.
-    Returns each part's (posted, arrived) on this worker's clock: a transfer of its own bytes, with
-    its own latency, none overlapping another (``hopgnn``, ``naive-feature-centric``)."""
+    parts: Sequence[tuple[str, torch.Tensor, int]],
+) -> None:
+    """Receive a migration from worker ``src`` over ``group`` and record it (``hopgnn``,
+    ``naive-feature-centric``). A gloo send waits for its receive, so no byte moves before the
+    receive is posted: first the sender's ``announcement`` (buffer, tag), counted as
+    ``migrate_index``; the wait for a sender not there yet ends with it, in no row. Then each of
+    ``parts`` (plan task, buffer, tag), its receive posted once the one before has arrived, recorded
+    as its ``migrate`` task from posting to arrival on this worker's clock: a transfer of its own
+    bytes, with its own latency, none overlapping another."""
     buffer, tag = announcement
     dist.irecv(buffer, src, group=group, tag=tag).wait()
     spans = []
-    for buffer, tag in parts:
+    for _, buffer, tag in parts:
         start = ctx.now()
         dist.irecv(buffer, src, group=group, tag=tag).wait()
         spans.append((start, ctx.now()))
-    return spans
+    ctx.counter.add("migrate_index", tensor_bytes(announcement[0]))
+    engine = link_engine(ctx.inputs, src, ctx.rank)
+    for (task, buffer, _), (start, end) in zip(parts, spans, strict=True):
+        nbytes = tensor_bytes(buffer)
+        ctx.counter.add("migrate", nbytes)
+        ctx.row(task, "migrate", start, end, nbytes, engine=engine)
 
 
 def backward_by_layer(

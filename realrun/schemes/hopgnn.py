@@ -85,8 +85,7 @@ from realrun.schemes.base import (
     all_reduce_and_step,
     backward_by_layer,
     epoch_totals,
-    link_engine,
-    receive_in_turn,
+    receive_migration,
 )
 from realrun.schemes.model_centric import ModelCentricExecutor, seed_labels
 from workbench.strategies.execution import task_ids
@@ -377,21 +376,21 @@ class HopGNNExecutor(ModelCentricExecutor):
             part.what: torch.empty(self.num_params, dtype=torch.float32, device=comm) for part in hop.carries
         }
         ctx.comm(True)
-        spans = receive_in_turn(
+        receive_migration(
             ctx,
             hop.src,
             self.migrate_group,
             (stamp, _tag(hop.model, "stamp")),
-            [(t, _tag(hop.model, what)) for what, t in carried.items()],
+            [
+                (
+                    migrate_task(it, hop.src, hop.model, part.what),
+                    carried[part.what],
+                    _tag(hop.model, part.what),
+                )
+                for part in hop.carries
+            ],
         )
         ctx.comm(False)
-        ctx.counter.add("migrate_index", tensor_bytes(stamp))
-        engine = link_engine(ctx.inputs, hop.src, hop.dst)
-        for part, (start, end) in zip(hop.carries, spans, strict=True):
-            nbytes = tensor_bytes(carried[part.what])
-            ctx.counter.add("migrate", nbytes)
-            task = migrate_task(it, hop.src, hop.model, part.what)
-            ctx.row(task, "migrate", start, end, nbytes, engine=engine)
         params = carried["model"]
         # The copies' parameters are equal within an iteration: a real load all the same.
         with torch.no_grad():

@@ -31,7 +31,7 @@ every model's roots, stops, the vertices it reads at each and its hops), and:
 A migration is recorded by its receiver, one row per plan transfer (``model``: the flat
 parameters, loaded into the receiver's copy where the model computes; ``partials``: layer 0's
 sums, ``num_dst(layer 0) x in_dim`` float32; ``activations``; ``adjacency``), each timing its own
-bytes, as ``hopgnn`` records its migrations (:func:`realrun.schemes.base.receive_in_turn`). A
+bytes, as ``hopgnn`` records its migrations (:func:`realrun.schemes.base.receive_migration`). A
 gloo send waits for its receive, so the receiver first takes an 8-byte stamp announcing the
 model (the sender's send time, counted as ``migrate_index``: real traffic the plan does not
 model), then posts each part's receive once the one before has arrived: each row runs from
@@ -67,7 +67,7 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from realrun.feature_store import peer_reads_possible, tensor_bytes
+from realrun.feature_store import peer_reads_possible
 from realrun.layers import TensorBlock, aggregate_sum
 from realrun.schemes import REAL_EXECUTORS
 from realrun.schemes.base import (
@@ -75,8 +75,7 @@ from realrun.schemes.base import (
     WorkerContext,
     all_reduce_and_step,
     epoch_totals,
-    link_engine,
-    receive_in_turn,
+    receive_migration,
 )
 from realrun.schemes.model_centric import ModelCentricExecutor, seed_labels
 from workbench.config import RunConfig
@@ -480,25 +479,21 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
 
     def receive(self, it: int, tour: Tour | None, hop: Hop) -> list[torch.Tensor]:
         """Take ``hop``'s model: the sender's stamp, then each carried tensor once the one before has
-        arrived (:func:`realrun.schemes.base.receive_in_turn`); records one row per plan transfer,
+        arrived (:func:`realrun.schemes.base.receive_migration`); records one row per plan transfer,
         from posting its receive to its arrival, with the bytes it really moved. Returns the carried
         tensors."""
-        ctx = self.ctx
         stamp, *carried = self.buffers(tour, hop)
-        spans = receive_in_turn(
-            ctx,
+        parts = zip(hop.carries, carried, strict=True)
+        receive_migration(
+            self.ctx,
             hop.src,
             self.comm_group,
             (stamp, _tag(hop.model, 0)),
-            [(t, _tag(hop.model, part)) for part, t in enumerate(carried, start=1)],
+            [
+                (migrate_task(it, hop.src, hop.model, p.what), t, _tag(hop.model, k))
+                for k, (p, t) in enumerate(parts, 1)
+            ],
         )
-        ctx.counter.add("migrate_index", tensor_bytes(stamp))
-        engine = link_engine(ctx.inputs, hop.src, hop.dst)
-        for part, tensor, (start, end) in zip(hop.carries, carried, spans, strict=True):
-            nbytes = tensor_bytes(tensor)
-            ctx.counter.add("migrate", nbytes)
-            task = migrate_task(it, hop.src, hop.model, part.what)
-            ctx.row(task, "migrate", start, end, nbytes, engine=engine)
         return carried
 
     def buffers(self, tour: Tour | None, hop: Hop) -> list[torch.Tensor]:
