@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 
 from realrun import p2p
-from realrun.host_rows import HostRows, pinned
+from realrun.host_rows import HostRows, host_features
 from workbench.strategies.execution.base import FeatureRead, SchemeInputs, feature_reads
 from workbench.strategies.execution.task_ids import read_task
 
@@ -186,8 +186,7 @@ class FeatureStore:
         self.host_index = _index_of(self.host_vertices, n)
         # One machine holds every vertex: a vertex's host row is its id (no lookup per read).
         self.host_is_all = self.host_vertices.shape[0] == n
-        host = torch.from_numpy(np.ascontiguousarray(features(self.host_vertices), dtype=np.float32))
-        self.host = pinned(host, device)
+        self.host = host_features(features(self.host_vertices), device)
         self.host_rows = HostRows(device)
         if inputs.placement is not None:
             self.cache_vertices = np.asarray(inputs.placement.gpu_vertices[rank], dtype=np.int64)

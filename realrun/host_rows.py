@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 Allocator = Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
@@ -28,6 +29,11 @@ def _pinned_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 def pinned(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``t`` in host memory as a copy to ``device`` reads it: pinned when ``device`` is a GPU."""
     return t.pin_memory() if device.type == "cuda" and not t.is_pinned() else t
+
+
+def host_features(rows: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Feature rows (any array) as a contiguous float32 host tensor, pinned when ``device`` is a GPU."""
+    return pinned(torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)), device)
 
 
 class HostRows:

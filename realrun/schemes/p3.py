@@ -46,7 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
-from realrun.host_rows import HostRows, pinned
+from realrun.host_rows import HostRows, host_features
 from realrun.layers import GraphConv, SAGEConv, TensorBlock, build_layers, edge_weight
 from realrun.schemes import REAL_EXECUTORS
 from realrun.schemes.base import (
@@ -202,10 +202,7 @@ class P3Executor(ModelCentricExecutor):
         ctx = self.ctx
         graph = ctx.inputs.graph
         begin, end = self.bounds
-        self.feature_slice = pinned(
-            torch.from_numpy(np.ascontiguousarray(graph.features()[:, begin:end], dtype=np.float32)),
-            ctx.device,
-        )
+        self.feature_slice = host_features(graph.features()[:, begin:end], ctx.device)
         self.host_rows = HostRows(ctx.device)
         masks = ctx.inputs.cached_masks
         cached = np.flatnonzero(masks[ctx.rank]) if masks is not None else np.empty(0, dtype=np.int64)

@@ -43,7 +43,7 @@ import torch
 from torch.nn import functional as F
 
 from realrun.feature_store import tensor_bytes
-from realrun.host_rows import pinned
+from realrun.host_rows import host_features
 from realrun.layers import TensorBlock
 from realrun.schemes import REAL_EXECUTORS
 from realrun.schemes.base import (
@@ -95,19 +95,22 @@ def part_tensors(ctx: WorkerContext, lay: PartLayout, host_owners: Sequence[int]
     )
     train_mask = graph.train_mask if graph.train_mask is not None else np.ones(graph.num_nodes, dtype=bool)
     # Pinned on CUDA: the features task is a DMA copy, as every scheme's h2d is.
-    features = pinned(
-        torch.from_numpy(np.ascontiguousarray(graph.features(mine), dtype=np.float32)), ctx.device
-    )
-    host_halo = {
-        q: pinned(
-            torch.from_numpy(np.ascontiguousarray(graph.features(lay.halo_rows[q]), dtype=np.float32)),
-            ctx.device,
-        )
-        for q in host_owners
-    }
+    features = host_features(graph.features(mine), ctx.device)
+    host_halo = {q: host_features(graph.features(lay.halo_rows[q]), ctx.device) for q in host_owners}
     return PartTensors(
         ctx.layers.block(block, ctx.device), features, np.flatnonzero(train_mask[mine]), host_halo
     )
+
+
+def copy_in(ctx: WorkerContext, host: torch.Tensor, task: str, phase: str) -> torch.Tensor:
+    """``host`` (pinned on CUDA) copied to the worker's device, recorded as ``task``: the part's
+    features, or a layer-0 halo read from this machine's host memory."""
+    start = ctx.now()
+    moved = host.to(ctx.device, non_blocking=True, copy=True)
+    nbytes = tensor_bytes(moved)
+    ctx.counter.add(phase, nbytes)
+    ctx.row(task, phase, start, ctx.now(), nbytes)
+    return moved
 
 
 class HaloExchange:
@@ -156,14 +159,7 @@ class HaloExchange:
 
     def read_host(self, t: HaloTransfer) -> torch.Tensor:
         """The halo rows of ``t`` from this machine's host memory to the device (one timed copy)."""
-        ctx = self.ctx
-        rows = self.host_halo[t.owner]
-        start = ctx.now()
-        moved = rows.to(ctx.device, non_blocking=True, copy=True)
-        nbytes = tensor_bytes(moved)
-        ctx.counter.add(t.phase, nbytes)
-        ctx.row(t.task, t.phase, start, ctx.now(), nbytes)  # type: ignore[arg-type]
-        return moved
+        return copy_in(self.ctx, self.host_halo[t.owner], t.task, t.phase)  # type: ignore[arg-type]
 
     def backward(self, grads: dict[int, torch.Tensor], layer: int, width: int) -> dict[int, torch.Tensor]:
         """Send each owner the gradients of its rows in this part's halo; receive the gradients
@@ -280,14 +276,8 @@ class RocFullGraphExecutor(ModelCentricExecutor):
 
     def load_features(self, prefix: str, it: int) -> torch.Tensor:
         """The part's input features, host -> device (the schedule's features task)."""
-        ctx = self.ctx
-        ctx.status.phase("gather", it)
-        start = ctx.now()
-        h = self.part.features.to(ctx.device, copy=True)  # type: ignore[union-attr]
-        nbytes = tensor_bytes(h)
-        ctx.counter.add("h2d", nbytes)
-        ctx.row(RocTaskIds.features(prefix), "h2d", start, ctx.now(), nbytes)
-        return h
+        self.ctx.status.phase("gather", it)
+        return copy_in(self.ctx, self.part.features, RocTaskIds.features(prefix), "h2d")  # type: ignore[union-attr]
 
     def loss(self, h: torch.Tensor) -> tuple[torch.Tensor, float, int, int]:
         """The loss to differentiate, this worker's loss sum, correct predictions and seeds."""
