@@ -48,6 +48,7 @@ PHASE_ORDER = (
 # themselves cannot tell whether the simulator met it.
 SPREAD_LIMIT = 0.10
 ITERATION_PERCENTILES = {"iteration_p50": 50.0, "iteration_p95": 95.0}
+NOT_PHASES = ("epoch", *ITERATION_PERCENTILES)  # the table's quantities that are not a phase's
 
 
 def iteration_times(trace: pd.DataFrame) -> list[float]:
@@ -171,18 +172,12 @@ def summarize(table: pd.DataFrame) -> dict[str, Any]:
         for q in ITERATION_PERCENTILES
         if len(g := scored[(scored["quantity"] == q) & (scored["measured_s"] > 0)])
     }
-    per_phase = ~table["quantity"].isin(["epoch", *ITERATION_PERCENTILES])
+    per_phase = ~table["quantity"].isin(NOT_PHASES)
     for phase, g in table[per_phase].groupby("quantity", sort=False):
         g = g[g["measured_s"] > 0]
         if not len(g):
             continue
-        out["phases"][str(phase)] = {
-            "median_abs_error": float(np.median(np.abs(g["error"]))),
-            "worst_abs_error": float(np.max(np.abs(g["error"]))),
-            "mean_error": float(np.mean(g["error"])),
-            "median_spread": float(np.nanmedian(g["spread"])),
-            "share_of_busy": float(g["measured_s"].sum()),
-        }
+        out["phases"][str(phase)] = {**_errors(g), "share_of_busy": float(g["measured_s"].sum())}
     total = sum(v["share_of_busy"] for v in out["phases"].values()) or 1.0
     for v in out["phases"].values():
         v["share_of_busy"] /= total
@@ -222,7 +217,7 @@ def plot(table: pd.DataFrame, summary: dict[str, Any], folder: Any) -> list[Any]
 
     paths = []
     fig, ax = plt.subplots(figsize=(6, 6))
-    phases = table[~table["quantity"].isin(["epoch", *ITERATION_PERCENTILES]) & (table["measured_s"] > 0)]
+    phases = table[~table["quantity"].isin(NOT_PHASES) & (table["measured_s"] > 0)]
     for phase, g in phases.groupby("quantity", sort=False):
         ax.scatter(g["measured_s"] * 1e3, g["predicted_s"] * 1e3, s=18, alpha=0.7, label=str(phase))
     epoch = table[table["quantity"] == "epoch"]

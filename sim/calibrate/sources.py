@@ -22,10 +22,10 @@ calibration needs beside it:
   conflicts with none.
 * **The modelled hardware** the trace's node names refer to (``config.toml``'s
   ``[hardware] name``), the default for ``--hardware``.
-* **The machine's load** while the trace was taken: ``load.json`` beside it, which the studies
-  that run real runs write (``load_before`` and ``load_after``: the 1-minute load average just
-  before and after the run; ``cpus``). Microbenchmark folders and plain ``gnnwb realrun``
-  folders have none; their load is unknown.
+* **The machine's load** while the trace was taken: ``load.json`` beside it, which every real
+  run writes (``load_before`` and ``load_after``: the 1-minute load average just before and
+  after the run; ``cpus``). Microbenchmark folders and real runs from before have none; their
+  load is unknown.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class MachineLoad:
         return max(self.samples)
 
 
-# The samples of load.json (studies.fidelity_experiment.run_real writes them), in time order.
+# The samples of load.json (realrun.launcher.write_load writes them), in time order.
 LOAD_SAMPLES = ("load_before", "load_after")
 
 
