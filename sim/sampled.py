@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -153,14 +153,27 @@ def allocate(sizes: Sequence[int], samples: int) -> list[int]:
 @dataclass
 class _Tally:
     """What the simulated blocks add up to: the exactly simulated blocks' time, the sampled part's
-    estimate, its variance and degrees of freedom, the iterations measured and the tasks simulated."""
+    estimate, its variance and degrees of freedom, the iterations measured, the tasks simulated, and
+    each block's windowed time by (first, last), simulated once (a sampled block may also be in the
+    check stretch)."""
 
     exact: float = 0.0
     estimate: float = 0.0
     variance: float = 0.0
     dof: int = 0
-    measured: list[int] | None = None
+    measured: list[int] = field(default_factory=list)
     simulated: int = 0
+    windows: dict[tuple[int, int], float] = field(default_factory=dict)
+
+    def block(
+        self, simulate: Simulate, plan: Plan, numbers: Sequence[int], first: int, last: int, warmup: int
+    ) -> float:
+        """:func:`block_time` of ``numbers[first..last]``, each block simulated once per estimate."""
+        if (first, last) not in self.windows:
+            value, tasks = block_time(simulate, plan, numbers, first, last, warmup)
+            self.windows[first, last] = value
+            self.simulated += tasks
+        return self.windows[first, last]
 
 
 def sampled_epoch(
@@ -182,12 +195,10 @@ def sampled_epoch(
     _check(len(numbers), samples, block, warmup)
     starts = list(range(block, len(numbers), block))
     whole = [s for s in starts if s + block <= len(numbers)]  # the last block may be shorter
-    tally = _Tally(measured=[])
+    tally = _Tally()
     for first, last in [(0, block - 1), *[(s, len(numbers) - 1) for s in starts if s not in whole]]:
-        value, tasks = block_time(simulate, plan, numbers, first, last, warmup)
-        tally.exact += value
-        tally.simulated += tasks
-        tally.measured += list(numbers[first : last + 1])  # type: ignore[operator]
+        tally.exact += tally.block(simulate, plan, numbers, first, last, warmup)
+        tally.measured += numbers[first : last + 1]
     block_work = np.array([work[s : s + block].sum() for s in whole])
     count = strata or max(1, min(MAX_STRATA, samples // (2 * block)))
     groups = [[whole[i] for i in g] for g in strata_of(block_work, count)]
@@ -212,7 +223,7 @@ def sampled_epoch(
         window,
         bias,
         len(numbers),
-        tuple(sorted(set(tally.measured or ()))),
+        tuple(sorted(set(tally.measured))),
         len(groups),
         block,
         warmup,
@@ -234,10 +245,8 @@ def _sample_stratum(
     """Simulate the stratum's ``picked`` blocks and add the stratum's share to ``tally``."""
     values = []
     for first in picked:
-        value, tasks = block_time(simulate, plan, numbers, first, first + block - 1, warmup)
-        values.append(value)
-        tally.simulated += tasks
-        tally.measured += list(numbers[first : first + block])  # type: ignore[operator]
+        values.append(tally.block(simulate, plan, numbers, first, first + block - 1, warmup))
+        tally.measured += numbers[first : first + block]
     n = len(values)
     tally.estimate += size * float(np.mean(values))
     if n > 1:
@@ -265,8 +274,7 @@ def _window_bias(
     errors = []
     for start in range(first + block, last + 1, block):  # the stretch's own first block is its warm-up
         whole_value = ends[numbers[start + block - 1]] - ends[numbers[start - 1]]
-        windowed, more = block_time(simulate, plan, numbers, start, start + block - 1, warmup)
-        tally.simulated += more
+        windowed = tally.block(simulate, plan, numbers, start, start + block - 1, warmup)
         errors.append(windowed / whole_value - 1)
     if len(errors) < 2:
         return 0.0, 0.0, 0
