@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -255,20 +255,27 @@ def fidelity(opts: FidelityOptions) -> dict[str, Any]:
     hardware = out / "hardware.toml"
     hardware.write_text(hardware_toml(max(opts.workers)))
     points = grid(list(opts.workers), opts.quick)
-    # A configuration's prepared run and plan, by name: built once, and only where something needs it.
+    prepared, runs, sources = run_and_collect(points, opts, lambda point: write_config(point, opts, hardware))
+    return _score(opts, hardware, points, prepared, runs, sources)
+
+
+def run_and_collect(
+    points: Sequence[Any], opts: FidelityOptions, write: Callable[[Any], Path]
+) -> tuple[dict[str, tuple[Any, Any]], dict[str, list[Path]], list[Any]]:
+    """Run every point (``write(point)``: its configuration file under ``configs/``) ``opts.repeats``
+    times, keeping finished runs; returns the prepared runs and plans by name (built once, and only
+    where something needs them), each point's run folders, and the calibration sources: the
+    microbenchmarks unless turned off, and the warm epochs of the points not held out."""
     prepared: dict[str, tuple[Any, Any]] = {}
     runs: dict[str, list[Path]] = {}
     for n, point in enumerate(points, 1):
-        config = write_config(point, opts, hardware)
-        runs[point.name] = _run_repeats(point, config, opts, prepared, f"[{n}/{len(points)}]")
-    sources: list[Any] = []
-    if opts.microbench:
-        sources.extend(microbenchmarks(out / "microbench"))
+        runs[point.name] = _run_repeats(point, write(point), opts, prepared, f"[{n}/{len(points)}]")
+    sources: list[Any] = list(microbenchmarks(opts.out / "microbench")) if opts.microbench else []
     for point in points:
         if not point.held_out:
-            plan = _plan(prepared, point, out)
+            plan = _plan(prepared, point, opts.out)
             sources.extend(warm_source(f, plan, opts.epochs - 1) for f in runs[point.name])
-    return _score(opts, hardware, points, prepared, runs, sources)
+    return prepared, runs, sources
 
 
 def write_config(point: GridPoint, opts: FidelityOptions, hardware: Path) -> Path:

@@ -129,20 +129,16 @@ def scheme_fidelity(opts: Any) -> dict[str, Any]:
     shared = out / ONE_MACHINE
     shared.write_text(fx.hardware_toml(max(opts.workers), one_machine=True))
     grid, second = scheme_grid(list(opts.workers)), second_set(list(opts.workers))
-    prepared: dict[str, tuple[Any, Any]] = {}
-    runs: dict[str, list[Path]] = {}
-    points = grid + second
-    for n, point in enumerate(points, 1):
+
+    def write(point: SchemePoint) -> Path:
         config = out / "configs" / f"{point.name}.toml"
         config.write_text(point.config_text(shared if point.one_machine else hardware))
-        runs[point.name] = fx._run_repeats(point, config, opts, prepared, f"[{n}/{len(points)}]")
+        return config
+
+    prepared, runs, sources = fx.run_and_collect(grid + second, opts, write)
+    for point in second:  # scored from second/, where its configurations are not: prepared here
         if point.name not in prepared:
-            prepared[point.name] = fx.prepare(config)
-    sources: list[Any] = list(fx.microbenchmarks(out / "microbench")) if opts.microbench else []
-    for point in grid:
-        if not point.held_out:
-            plan = prepared[point.name][1]
-            sources.extend(fx.warm_source(f, plan, opts.epochs - 1) for f in runs[point.name])
+            prepared[point.name] = fx.prepare(out / "configs" / f"{point.name}.toml")
     summary = fx._score(opts, hardware, grid, prepared, runs, sources)
     (out / "second").mkdir(exist_ok=True)
     summary["second"] = fx._score(
