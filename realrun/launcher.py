@@ -611,7 +611,7 @@ def save_run_inputs(prepared: PreparedRun, plan: Plan, out: Path, config_path: s
     kept = out / GIVEN_CONFIG
     same_file = given.resolve() == kept.resolve()
     # Before config.toml is written: the given file may be the config.toml of this folder.
-    if given.is_file() and _config_differs(given, prepared.config):
+    if given.is_file() and config_differs(given, prepared.config):
         if not same_file:
             shutil.copyfile(given, kept)
         files["given_config"] = GIVEN_CONFIG
@@ -623,7 +623,7 @@ def save_run_inputs(prepared: PreparedRun, plan: Plan, out: Path, config_path: s
     return files
 
 
-def _config_differs(given: Path, executed: RunConfig) -> bool:
+def config_differs(given: Path, executed: RunConfig) -> bool:
     """Whether the configuration file ``given`` says anything other than ``executed`` does."""
     try:
         return load_config(given, check_strategies=False) != executed

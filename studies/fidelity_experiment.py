@@ -323,15 +323,22 @@ def _run_repeats(
 
 
 def _finished(folder: Path, config: Path, epochs: int) -> bool:
-    meta = folder / "run.json"
-    if not meta.exists() or not (folder / "config.toml").exists():
+    """A complete run of ``config`` for ``epochs`` epochs is in ``folder``. The folder's
+    ``config.toml`` is the configuration as executed (every default written out), so it is compared
+    with ``config`` by what they say; where the executor changed what it says, the launcher kept the
+    configuration as given in ``config.given.toml``, compared as written."""
+    from realrun.launcher import GIVEN_CONFIG, config_differs
+    from workbench.config import load_config
+
+    meta, executed, given = folder / "run.json", folder / "config.toml", folder / GIVEN_CONFIG
+    if not meta.exists() or not executed.exists():
         return False
     done = json.loads(meta.read_text())
-    return (
-        done.get("status") == "complete"
-        and done.get("epochs_finished", 0) >= epochs
-        and (folder / "config.toml").read_text() == config.read_text()
-    )
+    if done.get("status") != "complete" or done.get("epochs_finished", 0) < epochs:
+        return False
+    if given.exists():
+        return given.read_text() == config.read_text()
+    return not config_differs(config, load_config(executed, check_strategies=False))
 
 
 def prepare(config: Path, device: str = "cpu") -> tuple[Any, Any]:

@@ -75,3 +75,29 @@ def test_gnnwb_fidelity_grid_schemes_runs_the_scheme_grid(tmp_path: Path, monkey
     assert called == {"grid": "schemes"} and "Second held-out set" in capsys.readouterr().out
     with pytest.raises(Exception, match="fidelity_grid"):
         fidelity_experiment.fidelity(fidelity_experiment.FidelityOptions(tmp_path, grid="schemes"))
+
+
+def test_a_finished_run_is_recognised_when_the_executor_rewrote_its_configuration(tmp_path: Path) -> None:
+    """The folder's config.toml is the configuration as executed, every default written out; a
+    rerun compares it with the given one by what they say (else every finished run ran again),
+    and compares config.given.toml as written where the executor changed what it says."""
+    import json
+
+    from studies.fidelity_experiment import _finished
+    from workbench.config import load_config
+    from workbench.tomlfile import toml_text
+
+    config = tmp_path / "c.toml"
+    config.write_text(fg.scheme_grid([2])[0].config_text(tmp_path / "hw.toml"))
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps({"status": "complete", "epochs_finished": 2}))
+    (folder / "config.toml").write_text(toml_text(load_config(config, check_strategies=False).to_dict()))
+    assert (folder / "config.toml").read_text() != config.read_text()  # written out in full
+    assert _finished(folder, config, 2) and not _finished(folder, config, 3)
+    (folder / "config.toml").write_text(
+        (folder / "config.toml").read_text().replace("seed = 0", "seed = 7", 1)
+    )
+    assert not _finished(folder, config, 2)  # the run executed something else
+    (folder / "config.given.toml").write_text(config.read_text())
+    assert _finished(folder, config, 2)  # ... which the executor imposed on the given configuration
