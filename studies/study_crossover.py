@@ -31,7 +31,7 @@ CLUSTERS = {
 }
 
 
-def _graphs(full: bool) -> dict[str, str]:
+def grid_graphs(full: bool) -> dict[str, str]:
     n = 60_000 if full else 20_000
     out = {}
     for feat in (64, 512):
@@ -48,7 +48,7 @@ def _schemes() -> list[str]:
 
 def points(full: bool) -> list[Point]:
     out = []
-    graphs = _graphs(full)
+    graphs = grid_graphs(full)
     if not full:  # quick: one feature width
         graphs = {k: v for k, v in graphs.items() if "512" in k}
     for graph_label, spec in graphs.items():

@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "microbench",
     "validate",
     "study",
+    "advise",
 )
 
 # Commands that run study points in a process pool: within them SIGINT and SIGTERM raise

@@ -1,0 +1,113 @@
+"""The advisor's search against exhaustive search on the crossover study's grid, side by side.
+
+Not a timed test; a script that prints figures::
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_advise.py [--quick] [--top 5] [--rank-rungs 1] [--runs 1]
+
+The grid is ``studies/study_crossover.py``'s: its graphs (power-law R-MAT and community SBM, 64 and
+512 features; 60,000 vertices, or 20,000 with ``--quick``) x its three clusters, and in every cell
+its twelve combinations (model-centric, P3, HopGNN x random, METIS x no cache, Song & Jiang's at 5%),
+GraphSAGE with 2 layers of fanouts 10/5, batch 256. Every candidate is prepared once (partitions,
+placements and the whole epoch's samples, shared by both searches); then, per cell, exhaustive search
+simulates every candidate's whole epoch and the advisor's successive halving runs on the same
+prepared candidates. Printed per cell and over the grid: whether the first choices are equal, the
+Kendall tau of the advisor's order of exhaustive's top five, the simulation seconds of each (planning
+and simulating; preparation is shared and printed once) and their ratio, and the worst error of a
+prefix estimate against the whole epoch.
+
+Targets (issue 29): the same first choice in every cell, at most one fifth of exhaustive search's
+simulation time over the grid, top-5 Kendall tau at least 0.8 in every cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import Machine, add_runs_option  # noqa: E402
+
+from studies.advisor.search import Evaluator, exhaustive, kendall_tau, successive_halving  # noqa: E402
+from studies.advisor.space import Base, Restrictions, candidates  # noqa: E402
+from studies.study_crossover import CLUSTERS, grid_graphs  # noqa: E402
+
+RESTRICTIONS = Restrictions(
+    schemes=("model-centric", "p3", "hopgnn"),
+    partitioners=("random", "metis"),
+    placements=("none", "song-jiang"),
+    capacities=("5%",),
+    batch_sizes=(256,),
+)
+
+
+def one_run(quick: bool, top: int, rank_rungs: int) -> tuple[bool, float, float]:
+    cands = candidates(RESTRICTIONS)
+    sums = {"advisor": 0.0, "exhaustive": 0.0}
+    all_first = True
+    worst_tau = 1.0
+    prepare_s = 0.0
+    for graph_label, graph in grid_graphs(not quick).items():
+        for cluster_label, hardware in CLUSTERS.items():
+            ev = Evaluator(Base(graph=graph, hardware=hardware, hidden=256), keep_traces=False)
+            t0 = time.perf_counter()
+            for c in cands:
+                ev.prepare(c)
+            prepare_s += time.perf_counter() - t0
+            ex = exhaustive(ev, cands)
+            sh = successive_halving(ev, cands, top=top, rank_rungs=rank_rungs)
+            ex_order = [o.candidate.label for o in ex.ranked()]
+            sh_order = [o.candidate.label for o in sh.ranked()]
+            whole = {o.candidate.label: o.estimate.epoch_s for o in ex.outcomes if o.estimate}
+            errors = [
+                abs(o.estimate.epoch_s / whole[o.candidate.label] - 1)
+                for o in sh.outcomes
+                if o.estimate and o.candidate.label in whole
+            ]
+            same = ex_order[0] == sh_order[0]
+            tau = kendall_tau(ex_order[:5], sh_order)
+            all_first &= same
+            worst_tau = min(worst_tau, tau)
+            sums["advisor"] += sh.sim_s
+            sums["exhaustive"] += ex.sim_s
+            epoch = ev.epoch_iterations(cands[0])
+            print(
+                f"{graph_label:26s} {cluster_label:20s} {epoch:3d} it  first {'same' if same else 'DIFFERENT'}"
+                f"  tau5 {tau:+.2f}  sim {sh.sim_s:5.2f} / {ex.sim_s:5.2f} s = {sh.sim_s / ex.sim_s:.2f}"
+                f"  ({sh.simulations} sims; survivors {[len(s) for s in sh.survivors]})"
+                f"  worst prefix error {max(errors):.1%}",
+                flush=True,
+            )
+            if not same:
+                print(f"    exhaustive: {ex_order[0]}; advisor: {sh_order[0]}")
+    ratio = sums["advisor"] / sums["exhaustive"]
+    print(
+        f"grid: preparation {prepare_s:.1f} s (shared); simulation advisor {sums['advisor']:.2f} s, "
+        f"exhaustive {sums['exhaustive']:.2f} s, ratio {ratio:.3f}"
+    )
+    return all_first, ratio, worst_tau
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the quick grid's 20,000-vertex graphs")
+    parser.add_argument("--top", type=int, default=5, help="candidates whose order the advisor refines (default 5)")
+    parser.add_argument(
+        "--rank-rungs", type=int, default=1, help="rungs after the first that refine the top's order (default 1)"
+    )
+    add_runs_option(parser)
+    args = parser.parse_args()
+    machine = Machine.now()
+    for run in range(args.runs):
+        print(f"run {run + 1}/{args.runs}: top {args.top}, rank rungs {args.rank_rungs}")
+        same, ratio, tau = one_run(args.quick, args.top, args.rank_rungs)
+        machine.verdict(f"run {run + 1}: first choice equal in every cell (1 = yes)", float(same), at_least=1)
+        machine.verdict(f"run {run + 1}: advisor / exhaustive simulation time", ratio, at_most=0.2)
+        machine.verdict(f"run {run + 1}: worst top-5 Kendall tau", tau, at_least=0.8)
+    machine.finish()
+
+
+if __name__ == "__main__":
+    main()

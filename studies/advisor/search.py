@@ -1,0 +1,384 @@
+"""Searching the candidates by simulation: successive halving over epoch prefixes, and exhaustive search.
+
+Every candidate is prepared once (graph, partition, placement and the whole epoch's samples, through
+the spine and sample caches, so candidates that share a partition or a sampled epoch share it). A
+**rung** simulates each surviving candidate's first ``r`` iterations and estimates its epoch from
+them (:mod:`studies.advisor.estimate`). Rungs grow by ``ETA`` (4, 12, 36, ... iterations, even, capped
+at the epoch), the last being the whole epoch, where the estimate is exhaustive search's own figure.
+
+Who survives a rung: the candidates whose interval, widened by ``MARGIN`` for the prefix's bias, still
+reaches the best candidate's. This is successive halving's elimination with the fraction kept set by
+the evidence instead of fixed at ``1 / ETA``: a fixed fraction drops a candidate tied with the best as
+readily as a hopeless one, and the advisor must find exhaustive search's first choice, so a candidate
+goes only when its prefix says it cannot be first. Candidates dropped keep their last estimate for the
+ranking (and say at which rung they stopped). The search ends when one candidate is left or every
+survivor has been simulated whole.
+
+``MARGIN``: on the crossover grid's 144 candidates (full-mode graphs) the prefix estimates at 4 and
+12 iterations came within 5.6% of the whole epoch's (``benchmarks/bench_advise.py`` prints the worst
+it sees per cell), so the bound is that rounded up with room: 8%.
+
+**Score.** Candidates race on time to train ``epochs`` epochs: their preprocessing seconds (given,
+measured once per distinct partition and placement) plus ``epochs`` times the epoch estimate; with
+``epochs = 1`` and no preprocessing it is the epoch itself.
+
+Exhaustive search simulates every candidate's whole epoch; it is what the advisor is checked against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from studies.advisor.estimate import Estimate, from_prefix
+from studies.advisor.space import Base, Candidate
+from workbench.errors import ConfigError, InfeasiblePlanError, PlanError, WorkbenchError
+
+FIRST_RUNG = 4
+ETA = 3
+MARGIN = 0.08
+
+
+@dataclass
+class Outcome:
+    """What the search learned of one candidate: its last estimate and what that simulation showed."""
+
+    candidate: Candidate
+    estimate: Estimate | None = None
+    skipped: str = ""  # why it was not simulated (does not fit, refused by the scheme)
+    rung: int = -1  # the last rung it was simulated at
+    peak_gpu_bytes: int = 0
+    network_bytes: float = 0.0  # over the epoch (the prefix's bytes scaled to it)
+    phase_s: dict[str, float] = field(
+        default_factory=dict
+    )  # busy seconds per phase over the epoch, summed over workers
+    trace: pd.DataFrame | None = None  # the longest prefix simulated (kept for the winner's timeline)
+    sim_s: float = 0.0  # wall seconds spent planning and simulating it
+
+
+class Evaluator:
+    """Prepares candidates once and simulates prefixes of their epochs."""
+
+    def __init__(
+        self, base: Base, progress: Callable[[str], None] | None = None, keep_traces: bool = True
+    ) -> None:
+        self.base = base
+        self.progress = progress or (lambda _: None)
+        self.keep_traces = keep_traces
+        self._prepared: dict[Candidate, Any] = {}
+        self._graphs: dict[str, Any] = {}
+        self.prepare_s = 0.0
+        self.sim_s = 0.0
+        self.simulations = 0
+
+    def prepare(self, c: Candidate) -> Any:
+        """The candidate's prepared run (its whole epoch sampled), or a ``str`` saying why there is none."""
+        if c in self._prepared:
+            return self._prepared[c]
+        from workbench.config import config_from_dict
+        from workbench.run import load_graph, prepare_run
+
+        t0 = time.perf_counter()
+        try:
+            config = config_from_dict(self.base.config(c), f"advise candidate {c.label}")
+            graph = self._graphs.get(self.base.graph)
+            if graph is None:
+                graph = self._graphs[self.base.graph] = load_graph(config.graph)
+            prepared: Any = prepare_run(config, graph=graph)
+        except (ConfigError, PlanError) as exc:
+            prepared = f"refused: {exc}"
+        self.prepare_s += time.perf_counter() - t0
+        self._prepared[c] = prepared
+        return prepared
+
+    def epoch_iterations(self, c: Candidate) -> int:
+        prepared = self.prepare(c)
+        return 0 if isinstance(prepared, str) else prepared.inputs.num_iterations
+
+    def simulate(self, outcome: Outcome, iterations: int, rung: int) -> None:
+        """Simulate the candidate's first ``iterations`` and update ``outcome`` with what it showed."""
+        from sim import simulate
+        from sim.calibrate import prepared_cost_model
+
+        prepared = self.prepare(outcome.candidate)
+        if isinstance(prepared, str):
+            outcome.skipped = prepared
+            return
+        n = prepared.inputs.num_iterations
+        r = min(iterations, n)
+        t0 = time.perf_counter()
+        try:
+            inputs = prepared.inputs
+            if not prepared.scheme.full_graph and r < n:
+                inputs = dataclasses.replace(inputs, epoch=inputs.epoch[:r])
+            plan = prepared.scheme.build(inputs)
+            result = simulate(plan, prepared.cluster, prepared_cost_model(prepared))
+        except InfeasiblePlanError as exc:
+            outcome.skipped = f"does not fit: {exc}"
+            return
+        except WorkbenchError as exc:
+            outcome.skipped = f"refused: {exc}"
+            return
+        finally:
+            spent = time.perf_counter() - t0
+            self.sim_s += spent
+            outcome.sim_s += spent
+            self.simulations += 1
+        outcome.estimate = from_prefix(result.trace, n)
+        outcome.rung = rung
+        scale = n / max(r, 1)
+        gpus = set(prepared.cluster.gpu_nodes())
+        outcome.peak_gpu_bytes = max((b for m, b in result.memory.items() if m in gpus), default=0)
+        outcome.network_bytes = network_bytes(result.trace, prepared.cluster) * scale
+        busy = (result.trace["end"] - result.trace["start"]).groupby(result.trace["phase"]).sum()
+        outcome.phase_s = {str(p): float(s) * scale for p, s in busy.items()}
+        if self.keep_traces:
+            outcome.trace = result.trace
+
+
+def network_bytes(trace: pd.DataFrame, cluster: Any) -> float:
+    """Bytes that cross between machines: transfers whose ends are on two machines (memories are
+    named ``machine.node``), and the inter-machine hops' share of every collective (a ring over ``n``
+    devices grouped by machine crosses machines ``M`` times of its ``n`` hops when ``M > 1``)."""
+    machines = len(cluster.machines)
+    if machines <= 1 or trace.empty:
+        return 0.0
+    total = 0.0
+    transfers = trace[trace["kind"] == "transfer"]
+    if len(transfers):
+        src = transfers["src"].str.split(".", n=1).str[0]
+        dst = transfers["dst"].str.split(".", n=1).str[0]
+        total += float(transfers["bytes"][src != dst].sum())
+    collectives = trace[trace["kind"] == "collective"]
+    if len(collectives):
+        total += float(collectives["bytes"].sum()) * machines / max(cluster.num_gpus, 1)
+    return total
+
+
+@dataclass
+class SearchResult:
+    outcomes: list[Outcome]
+    rungs: list[int]  # iterations per rung, as planned for the longest epoch
+    sim_s: float
+    prepare_s: float
+    simulations: int
+    method: str  # "successive halving" or "exhaustive"
+    survivors: list[list[str]] = field(default_factory=list)  # labels alive after each rung
+
+    def ranked(self) -> list[Outcome]:
+        """Simulated candidates by estimated epoch time, then the skipped ones."""
+        done = [o for o in self.outcomes if o.estimate is not None]
+        done.sort(key=lambda o: (o.estimate.epoch_s, o.candidate.label))  # type: ignore[union-attr]
+        return done + [o for o in self.outcomes if o.estimate is None]
+
+    def first(self) -> Outcome:
+        ranked = self.ranked()
+        if not ranked or ranked[0].estimate is None:
+            raise ConfigError(
+                "no candidate could be simulated: "
+                + "; ".join(f"{o.candidate.label}: {o.skipped}" for o in self.outcomes[:3])
+            )
+        return ranked[0]
+
+
+def rung_sizes(epoch_iterations: int) -> list[int]:
+    """4, 12, 36, ... iterations while under half the epoch, then the whole epoch (reached only by
+    candidates still tied)."""
+    sizes = []
+    r = FIRST_RUNG
+    # A prefix of half the epoch or more costs nearly what the whole does and tells less.
+    while 2 * r < epoch_iterations:
+        sizes.append(r)
+        r = r * ETA
+    sizes.append(epoch_iterations)
+    return sizes
+
+
+def successive_halving(
+    evaluator: Evaluator,
+    cands: list[Candidate],
+    deadline: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    top: int = 5,
+    rank_rungs: int = 1,
+    score: Score | None = None,
+) -> SearchResult:
+    """The advisor's search (see the module docstring): the ``top`` candidates' order is refined for
+    ``rank_rungs`` rungs after the first, the first place's until it is resolved."""
+    say = progress or (lambda _: None)
+    score = score or Score()
+    sim0, prep0, n0 = evaluator.sim_s, evaluator.prepare_s, evaluator.simulations
+    outcomes = {c: Outcome(c) for c in cands}
+    alive = list(cands)
+    longest = max((evaluator.epoch_iterations(c) for c in cands), default=1)
+    plan = rung_sizes(max(longest, 1))
+    survivors: list[list[str]] = []
+    for k, r in enumerate(plan):
+        _simulate_rung(evaluator, alive, outcomes, r, k, len(plan), deadline, say)
+        simulated = [c for c in alive if outcomes[c].estimate is not None]
+        # Past the ranking rung only the race for first place goes on.
+        alive = _contenders(simulated, outcomes, top if k < rank_rungs else 1, score)
+        survivors.append([c.label for c in alive])
+        if _resolved(alive, outcomes, score):
+            break
+    return SearchResult(
+        list(outcomes.values()),
+        plan,
+        evaluator.sim_s - sim0,
+        evaluator.prepare_s - prep0,
+        evaluator.simulations - n0,
+        "successive halving",
+        survivors,
+    )
+
+
+def _simulate_rung(
+    evaluator: Evaluator,
+    alive: list[Candidate],
+    outcomes: dict[Candidate, Outcome],
+    r: int,
+    k: int,
+    rungs: int,
+    deadline: float | None,
+    say: Callable[[str], None],
+) -> None:
+    for i, c in enumerate(alive):
+        o = outcomes[c]
+        if o.estimate is not None and o.estimate.exact:
+            continue  # already its whole epoch
+        evaluator.simulate(o, min(r, max(evaluator.epoch_iterations(c), 1)), k)
+        say(f"rung {k + 1}/{rungs} ({r} iterations): {i + 1}/{len(alive)} {c.label}")
+        if deadline is not None and time.perf_counter() > deadline:
+            raise BudgetExceeded(k, outcomes)
+
+
+@dataclass(frozen=True)
+class Score:
+    """What candidates race on: ``fixed_s`` (preprocessing) plus ``epochs`` epochs."""
+
+    epochs: int = 1
+    fixed_s: dict[Candidate, float] = field(default_factory=dict)
+
+    def bounds(self, o: Outcome) -> tuple[float, float]:
+        """The interval a candidate's score may lie in: its estimate's, widened by MARGIN for the
+        prefix's bias (an exact estimate has no bias and no width; one block's has no width yet)."""
+        e = o.estimate
+        assert e is not None
+        fixed = self.fixed_s.get(o.candidate, 0.0)
+        if e.exact:
+            return fixed + self.epochs * e.epoch_s, fixed + self.epochs * e.epoch_s
+        half = 0.0 if math.isnan(e.half_width_s) else e.half_width_s
+        low = (e.epoch_s - half) * (1 - MARGIN)
+        high = (e.epoch_s + half) * (1 + MARGIN)
+        return fixed + self.epochs * low, fixed + self.epochs * high
+
+
+def _contenders(
+    alive: list[Candidate], outcomes: dict[Candidate, Outcome], top: int, score: Score
+) -> list[Candidate]:
+    """The candidates that may still be among the first ``top``: their interval reaches the
+    ``top``-th best upper bound."""
+    if not alive:
+        return []
+    bounds = {c: score.bounds(outcomes[c]) for c in alive}
+    uppers = sorted(b[1] for b in bounds.values())
+    reach = uppers[min(top, len(uppers)) - 1]
+    return [c for c in alive if bounds[c][0] <= reach]
+
+
+def _resolved(alive: list[Candidate], outcomes: dict[Candidate, Outcome], score: Score) -> bool:
+    """Every survivor exact, or no two survivors' intervals overlap (their order is known)."""
+    if not alive:
+        return True
+    if all(outcomes[c].estimate.exact for c in alive):  # type: ignore[union-attr]
+        return True
+    spans = sorted(score.bounds(outcomes[c]) for c in alive)
+    return all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def exhaustive(
+    evaluator: Evaluator, cands: list[Candidate], progress: Callable[[str], None] | None = None
+) -> SearchResult:
+    """Every candidate's whole epoch simulated: what the advisor must agree with."""
+    say = progress or (lambda _: None)
+    sim0, prep0, n0 = evaluator.sim_s, evaluator.prepare_s, evaluator.simulations
+    outcomes = []
+    for i, c in enumerate(cands):
+        o = Outcome(c)
+        n = evaluator.epoch_iterations(c)
+        evaluator.simulate(o, max(n, 1), 0)
+        outcomes.append(o)
+        say(f"exhaustive: {i + 1}/{len(cands)} {c.label}")
+    return SearchResult(
+        outcomes,
+        [],
+        evaluator.sim_s - sim0,
+        evaluator.prepare_s - prep0,
+        evaluator.simulations - n0,
+        "exhaustive",
+    )
+
+
+class BudgetExceeded(WorkbenchError):
+    """The search ran past its budget; what it learned so far is kept in ``outcomes``."""
+
+    def __init__(self, rung: int, outcomes: dict[Candidate, Outcome]) -> None:
+        super().__init__(f"the budget ran out during rung {rung + 1}")
+        self.rung = rung
+        self.outcomes = outcomes
+
+
+def kendall_tau(a: list[str], b: list[str]) -> float:
+    """Kendall's tau between two orders of the same labels (1: same order, -1: reversed)."""
+    pos = {x: i for i, x in enumerate(b)}
+    items = [x for x in a if x in pos]
+    n = len(items)
+    if n < 2:
+        return 1.0
+    concordant = discordant = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            if pos[items[i]] < pos[items[j]]:
+                concordant += 1
+            else:
+                discordant += 1
+    return (concordant - discordant) / (n * (n - 1) / 2)
+
+
+def progress_printer(enabled: bool, every_s: float = 2.0) -> Callable[[str], None]:
+    """Progress on stderr: rewritten in place on a terminal, else a line at most every ``every_s``."""
+    tty = sys.stderr.isatty()
+    last = [-every_s]
+
+    def say(message: str) -> None:
+        if not enabled:
+            return
+        if tty:
+            print(f"\r\033[K[advise] {message}", end="", file=sys.stderr, flush=True)
+        elif time.perf_counter() - last[0] >= every_s:
+            last[0] = time.perf_counter()
+            print(f"[advise] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+__all__ = [
+    "ETA",
+    "FIRST_RUNG",
+    "MARGIN",
+    "BudgetExceeded",
+    "Evaluator",
+    "Outcome",
+    "SearchResult",
+    "exhaustive",
+    "kendall_tau",
+    "rung_sizes",
+    "successive_halving",
+]
