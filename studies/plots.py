@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -23,7 +23,7 @@ def bar_chart(
     table: pd.DataFrame, title: str, xlabel: str, ylabel: str, log: bool = False, width: float = 8.0
 ) -> Any:
     """Grouped bars: one group per row of ``table`` (its index), one bar per column."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(width, 4.5))
     n = max(len(table.columns), 1)
     x = np.arange(len(table.index))
@@ -70,7 +70,7 @@ def line_chart(
     table: pd.DataFrame, title: str, xlabel: str, ylabel: str, logx: bool = False, logy: bool = False
 ) -> Any:
     """One line per column of ``table`` over its index."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for column in table.columns:
         ax.plot(table.index.to_numpy(), table[column].to_numpy(dtype=float), marker="o", label=str(column))
@@ -93,5 +93,5 @@ def line_chart(
 def save(fig: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studies.plots import _pyplot, save
+from studies.plots import pyplot, save
 from studies.report import ReportPage
 from studies.runner import Point, Study, register_study
 from studies.verdict import Claim, judge
@@ -167,7 +167,7 @@ def _against_hopgnn(results: pd.DataFrame) -> str:
 
 
 def _heatmap(table: pd.DataFrame, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     graphs = list(dict.fromkeys(table["graph"]))
     clusters = list(dict.fromkeys(table["cluster"]))
     values = np.full((len(graphs), len(clusters)), np.nan)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studies.plots import _pyplot, save
+from studies.plots import pyplot, save
 from studies.report import ReportPage
 from workbench.plan import PHASES
 from workbench.timeline import write_chrome_trace
@@ -154,7 +154,7 @@ def _phase_name(phase: str) -> str:
 
 def _phase_colour(phase: str) -> Any:
     """One colour per phase, the same in the breakdown and the timeline."""
-    cmap = _pyplot().get_cmap("tab20")
+    cmap = pyplot().get_cmap("tab20")
     index = PHASES.index(phase) if phase in PHASES else len(PHASES) + sum(map(ord, phase)) % 6
     return cmap(index % 20)
 
@@ -463,7 +463,7 @@ def _pick_labels(front: pd.DataFrame, limit: int = PARETO_LABELS) -> pd.DataFram
 def _pareto_figure(
     sim: pd.DataFrame, front: pd.DataFrame, labelled: pd.DataFrame, epochs: int | None, path: Path
 ) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig = plt.figure(figsize=(10, 6.4))
     ax = fig.add_axes((0.08, 0.33, 0.74, 0.61))  # fixed: the labels are placed in these pixels
     cax = fig.add_axes((0.84, 0.33, 0.02, 0.61))
@@ -616,7 +616,7 @@ def _time_unit(seconds: float) -> tuple[float, str]:
 
 
 def _breakdown_figure(top: pd.DataFrame, phases: list[str], path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     values = top[phases].apply(pd.to_numeric, errors="coerce").fillna(0.0).to_numpy(dtype=float)
     epoch = pd.to_numeric(top["epoch_s"], errors="coerce").to_numpy(dtype=float)
     scale, unit = _time_unit(float(np.nanmax([values.sum(axis=1).max(), np.nanmax(epoch)])))
@@ -670,7 +670,7 @@ def _add_timeline(page: ReportPage, trace: pd.DataFrame | None, out: Path) -> No
 
 def _timeline_figure(trace: pd.DataFrame, path: Path) -> str:
     """The Gantt chart of the first iterations; returns what it shows, in words."""
-    plt = _pyplot()
+    plt = pyplot()
     df = trace.copy()
     df["engine"] = df["engine"].astype(str) if "engine" in df else df["phase"].astype(str)
     iterations = sorted(df["iteration"].unique())
@@ -805,7 +805,7 @@ def _order_words(note: Any) -> str:
 
 
 def _confirm_figure(c: pd.DataFrame, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     n = len(c)
     fig, ax = plt.subplots(figsize=(11, 1.5 + 0.55 * n))
     y = np.arange(n)
