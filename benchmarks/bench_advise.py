@@ -43,14 +43,21 @@ RESTRICTIONS = Restrictions(
 )
 
 
-def one_run(quick: bool, top: int, rank_rungs: int) -> tuple[bool, float, float]:
-    cands = candidates(RESTRICTIONS)
+def one_run(
+    quick: bool, top: int, rank_rungs: int, space: str, cells: int | None
+) -> tuple[bool, float, float]:
+    cands = candidates(RESTRICTIONS if space == "crossover" else Restrictions(batch_sizes=(256,)))
+    print(f"{len(cands)} candidates per cell ({space} space)")
+    done = 0
     sums = {"advisor": 0.0, "exhaustive": 0.0}
     all_first = True
     worst_tau = 1.0
     prepare_s = 0.0
     for graph_label, graph in grid_graphs(not quick).items():
         for cluster_label, hardware in CLUSTERS.items():
+            if cells is not None and done >= cells:
+                break
+            done += 1
             ev = Evaluator(Base(graph=graph, hardware=hardware, hidden=256), keep_traces=False)
             t0 = time.perf_counter()
             for c in cands:
@@ -62,10 +69,15 @@ def one_run(quick: bool, top: int, rank_rungs: int) -> tuple[bool, float, float]
             sh_order = [o.candidate.label for o in sh.ranked()]
             whole = {o.candidate.label: o.estimate.epoch_s for o in ex.outcomes if o.estimate}
             errors = [
-                abs(o.estimate.epoch_s / whole[o.candidate.label] - 1)
+                (
+                    abs(o.estimate.epoch_s / whole[o.candidate.label] - 1),
+                    o.estimate.epoch_s / whole[o.candidate.label] - 1,
+                    o.candidate.label,
+                )
                 for o in sh.outcomes
                 if o.estimate and o.candidate.label in whole
             ]
+            worst = max(errors)
             same = ex_order[0] == sh_order[0]
             tau = kendall_tau(ex_order[:5], sh_order)
             all_first &= same
@@ -77,7 +89,7 @@ def one_run(quick: bool, top: int, rank_rungs: int) -> tuple[bool, float, float]
                 f"{graph_label:26s} {cluster_label:20s} {epoch:3d} it  first {'same' if same else 'DIFFERENT'}"
                 f"  tau5 {tau:+.2f}  sim {sh.sim_s:5.2f} / {ex.sim_s:5.2f} s = {sh.sim_s / ex.sim_s:.2f}"
                 f"  ({sh.simulations} sims; survivors {[len(s) for s in sh.survivors]})"
-                f"  worst prefix error {max(errors):.1%}",
+                f"  worst prefix error {worst[1]:+.1%} ({worst[2]})",
                 flush=True,
             )
             if not same:
@@ -93,16 +105,29 @@ def one_run(quick: bool, top: int, rank_rungs: int) -> tuple[bool, float, float]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the quick grid's 20,000-vertex graphs")
-    parser.add_argument("--top", type=int, default=5, help="candidates whose order the advisor refines (default 5)")
     parser.add_argument(
-        "--rank-rungs", type=int, default=1, help="rungs after the first that refine the top's order (default 1)"
+        "--top", type=int, default=5, help="candidates whose order the advisor refines (default 5)"
     )
+    parser.add_argument(
+        "--rank-rungs",
+        type=int,
+        default=1,
+        help="rungs after the first that refine the top's order (default 1)",
+    )
+    parser.add_argument(
+        "--space",
+        choices=("crossover", "default"),
+        default="crossover",
+        help="the crossover study's 12 combinations per cell, or the advisor's default space (every registered "
+        "scheme, partitioner, placement at 5%% and 20%%, memory policy; batch 256)",
+    )
+    parser.add_argument("--cells", type=int, help="only the first N cells")
     add_runs_option(parser)
     args = parser.parse_args()
     machine = Machine.now()
     for run in range(args.runs):
         print(f"run {run + 1}/{args.runs}: top {args.top}, rank rungs {args.rank_rungs}")
-        same, ratio, tau = one_run(args.quick, args.top, args.rank_rungs)
+        same, ratio, tau = one_run(args.quick, args.top, args.rank_rungs, args.space, args.cells)
         machine.verdict(f"run {run + 1}: first choice equal in every cell (1 = yes)", float(same), at_least=1)
         machine.verdict(f"run {run + 1}: advisor / exhaustive simulation time", ratio, at_most=0.2)
         machine.verdict(f"run {run + 1}: worst top-5 Kendall tau", tau, at_least=0.8)

@@ -11,6 +11,7 @@ What is not searched, and why (said by ``gnnwb advise --help`` too):
 * the ``roc`` partitioner learns its split online while training, which an epoch-time search
   cannot rank against fixed partitions;
 * the ``fifo`` placement is a dynamic cache advanced by each batch, not a placement decided once;
+* placements for a scheme that places features itself (``uses_placement = False``: bulk-pipeline);
 * samplers other than the scheme's own (``bulk-pipeline`` samples with ``bulk-matrix``; every
   other minibatch scheme with ``neighbor`` at the given fanouts): a sampler changes what is
   trained, not only how fast, so the user names one with ``--sampler``.
@@ -161,9 +162,11 @@ def candidates(r: Restrictions) -> list[Candidate]:
             out.extend(_full_graph(scheme, parts, memory))
             continue
         minibatch_parts = [p for p in parts if p != NEUGRAPH_PARTITIONER]
+        # A scheme that places features itself is searched without a cache.
+        scheme_placements = placements if EXECUTION_SCHEMES.get(scheme).uses_placement else ["none"]
         for batch in r.batch_sizes:
             for part in minibatch_parts:
-                for placement in placements:
+                for placement in scheme_placements:
                     caps = ["-"] if placement == "none" else capacities
                     out.extend(Candidate(scheme, part, placement, cap, "-", batch) for cap in caps)
     if not out:

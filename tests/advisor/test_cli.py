@@ -65,7 +65,12 @@ def test_a_cluster_nothing_fits_on_names_the_smallest_requirement(tmp_path, caps
     tiny = tmp_path / "tiny.toml"
     tiny.write_text(re.sub(r'memory = "40 GiB"', 'memory = "64 KiB"', text))
     argv = ["advise", "--graph", GRAPH, "--hardware", str(tiny), "--hidden", "32", "--batch-sizes", "64"]
-    code, _, err = run([*argv, "--schemes", "model-centric,p3", "--no-progress", "-o", str(tmp_path / "o")], capsys)
+    code, _, err = run(
+        [*argv, "--schemes", "model-centric,p3", "--no-progress", "-o", str(tmp_path / "o")], capsys
+    )
     assert code == 2, err
     line = err.strip().splitlines()[-1]
-    assert re.search(r"nothing fits on .*tiny\.toml: the smallest requirement is .+, which needs .+ on a GPU of 64 KiB", line), line
+    assert re.search(
+        r"nothing fits on .*tiny\.toml: the smallest requirement is .+, which needs .+ on a GPU of 64 KiB",
+        line,
+    ), line

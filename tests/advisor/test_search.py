@@ -61,7 +61,9 @@ def test_preprocessing_counts_once_and_epochs_scale_the_estimate() -> None:
     assert score.bounds(b) == pytest.approx((50 + 180 * (1 - MARGIN), 50 + 180 * (1 + MARGIN)))
 
 
-def test_the_advisor_finds_exhaustive_searchs_first_choice_with_less_simulation(tmp_path, monkeypatch) -> None:
+def test_the_advisor_finds_exhaustive_searchs_first_choice_with_less_simulation(
+    tmp_path, monkeypatch
+) -> None:
     monkeypatch.setenv("GNNWB_CACHE", str(tmp_path))
     base = Base(graph="rmat:n=6000,m=72000,feat=64", hardware="hopgnn-4xa100-10gbe", hidden=64)
     cands = candidates(

@@ -23,16 +23,33 @@ def test_candidates_are_the_per_scheme_products() -> None:
     # roc-fullgraph: metis, equal-edge x 4 memory policies = 8; neugraph-stream: chunk2d = 1.
     assert len(cands) == 15
     assert sum(c.scheme == "model-centric" for c in cands) == 6
-    assert {c.memory for c in cands if c.scheme == "roc-fullgraph"} == {"resident", "dpmm", "lru", "streaming"}
-    assert [c for c in cands if c.scheme == "neugraph-stream"] == [Candidate("neugraph-stream", "chunk2d", "-")]
+    assert {c.memory for c in cands if c.scheme == "roc-fullgraph"} == {
+        "resident",
+        "dpmm",
+        "lru",
+        "streaming",
+    }
+    assert [c for c in cands if c.scheme == "neugraph-stream"] == [
+        Candidate("neugraph-stream", "chunk2d", "-")
+    ]
     assert len(set(cands)) == len(cands)
+
+
+def test_a_scheme_that_places_features_itself_is_searched_without_a_cache() -> None:
+    cands = candidates(
+        Restrictions(schemes=("bulk-pipeline",), partitioners=("random", "metis"), batch_sizes=(256,))
+    )
+    assert [(c.partition, c.placement) for c in cands] == [("random", "none"), ("metis", "none")]
 
 
 @pytest.mark.parametrize(
     ("restriction", "message"),
     [
         (Restrictions(schemes=("model-centric", "nope")), "--schemes: unknown 'nope'; allowed: "),
-        (Restrictions(partitioners=("roc",)), "--partitioners: 'roc' is not searched: learns its split online"),
+        (
+            Restrictions(partitioners=("roc",)),
+            "--partitioners: 'roc' is not searched: learns its split online",
+        ),
         (Restrictions(placements=("fifo",)), "--placements: 'fifo' is not searched: a dynamic cache"),
         (Restrictions(memory_policies=("lifo",)), "--memory-policies: unknown 'lifo'"),
         (Restrictions(schemes=("neugraph-stream",), partitioners=("random",)), "leave no candidate"),

@@ -448,6 +448,9 @@ class ExecutionScheme(ABC):
     # The scheme parameters its real executor (realrun.schemes) runs with, imposed on a real
     # run's plan so the plan says what the workers do; None: simulated only.
     real_run_params: ClassVar[Mapping[str, object] | None] = None
+    # Reads features through a [placement] GPU cache; False: the scheme places features itself
+    # and refuses a placement (bulk-pipeline's process rows hold their blocks).
+    uses_placement: ClassVar[bool] = True
 
     def plan_iteration(self, inputs: SchemeInputs, iteration: int) -> Plan:
         """The plan of iteration ``iteration`` alone (schemes with ``plans_per_iteration``)."""

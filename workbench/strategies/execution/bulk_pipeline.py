@@ -188,6 +188,7 @@ class BulkPipelineScheme(ExecutionScheme):
     # realrun.schemes.bulk_pipeline runs every mode, schedule and row all-reduce the plan can say:
     # it imposes nothing.
     real_run_params: ClassVar[Mapping[str, object] | None] = {}
+    uses_placement: ClassVar[bool] = False  # each process row holds its block of the features
     HELP = {
         "mode": "the sampling step: 'replicated' (A on every GPU, paper 004 section 5.1) or "
         "'partitioned-1.5d' (A in P/c block rows, section 5.2)",
