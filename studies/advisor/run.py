@@ -86,6 +86,7 @@ def advise(request: Request, out: Path, progress: bool = True) -> Advice:
         seed=request.seed,
         graph_params=dict(request.graph_params),
         workers=request.workers,
+        as_real=request.confirm > 0,
     )
     evaluator = Evaluator(base)
     _first_fits_budget(evaluator, cands, request.budget_s, start)

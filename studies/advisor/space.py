@@ -77,6 +77,9 @@ class Base:
     profile: str | None = None
     seed: int = 0
     workers: int | None = None  # default every GPU of the cluster
+    # Configure each scheme as its real executor runs it (its declared real_run_params: no
+    # prefetching, reads not overlapped), so what is searched is what --confirm runs.
+    as_real: bool = False
     graph_params: dict[str, Any] = field(default_factory=dict)  # e.g. scale for a preset
 
     def config(self, c: Candidate, iterations: int | None = None) -> dict[str, Any]:
@@ -109,6 +112,10 @@ class Base:
             cfg["cache"] = {"capacity": c.capacity}
         if c.memory != "-":
             cfg["execution"]["memory_policy"] = c.memory
+        if self.as_real:
+            from workbench.registry import EXECUTION_SCHEMES
+
+            cfg["execution"].update(EXECUTION_SCHEMES.get(c.scheme).real_run_params or {})
         return cfg
 
 

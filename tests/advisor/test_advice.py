@@ -19,7 +19,7 @@ def _result(*outcomes: Outcome) -> SearchResult:
     return SearchResult(list(outcomes), [4], 0.0, 0.0, len(outcomes), "successive halving")
 
 
-def test_interval_adds_variation_and_fidelity_in_quadrature_and_marks_ties() -> None:
+def test_interval_is_a_factor_of_variation_and_fidelity_in_quadrature_and_marks_ties() -> None:
     a = Candidate("model-centric", "metis", "none", "-", "-", 256)
     b = Candidate("p3", "metis", "none", "-", "-", 256)
     c = Candidate("hopgnn", "metis", "none", "-", "-", 256)
@@ -36,7 +36,8 @@ def test_interval_adds_variation_and_fidelity_in_quadrature_and_marks_ties() -> 
     assert first["train_s"] == pytest.approx(10.9)
     assert first["train_high_s"] == pytest.approx(10.9 + 10.5 * 0.04)  # exact: fidelity alone
     second = table.iloc[1]
-    assert second["train_low_s"] == pytest.approx(11.0 - 10 * math.hypot(0.03, 0.04))
+    assert second["train_low_s"] == pytest.approx(1.0 + 10 / (1 + math.hypot(0.03, 0.04)))
+    assert second["epoch_high_s"] == pytest.approx(1.0 * (1 + math.hypot(0.03, 0.04)))
     assert list(table["tied_with_first"]) == [False, True, False, False]
     assert list(table["rank"]) == [1, 2, 3, 0] and table.iloc[3]["skipped"].startswith("does not fit")
 
