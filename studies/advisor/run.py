@@ -31,7 +31,6 @@ from studies.advisor.search import (
     SearchResult,
     exhaustive,
     progress_printer,
-    rung_sizes,
     successive_halving,
 )
 from studies.advisor.space import NOT_SEARCHED, Base, Candidate, Restrictions, candidates
@@ -57,6 +56,7 @@ class Request:
     fidelity_error: float | None = None
     exhaustive: bool = False
     seed: int = 0
+    scheduler: str | None = None
     restrictions: dict[str, Any] = field(default_factory=dict)
     command: str = ""
 
@@ -88,11 +88,28 @@ def advise(request: Request, out: Path, progress: bool = True) -> Advice:
         workers=request.workers,
         as_real=request.confirm > 0,
     )
-    evaluator = Evaluator(base)
+    evaluator = Evaluator(base, scheduler=request.scheduler)
+    try:
+        return _advise(request, out, base, cands, evaluator, start, say, progress)
+    finally:
+        evaluator.close()
+
+
+def _advise(
+    request: Request,
+    out: Path,
+    base: Base,
+    cands: list[Candidate],
+    evaluator: Evaluator,
+    start: float,
+    say: Any,
+    progress: bool,
+) -> Advice:
     _first_fits_budget(evaluator, cands, request.budget_s, start)
-    for i, c in enumerate(cands):
-        say(f"preparing {i + 1}/{len(cands)}: {c.label}")
-        evaluator.prepare(c)
+    if request.scheduler is None:  # on a cluster, each worker prepares what it is sent
+        for i, c in enumerate(cands):
+            say(f"preparing {i + 1}/{len(cands)}: {c.label}")
+            evaluator.prepare(c)
     say("timing preprocessing (partitions and placements, caches off)")
     pre = preprocessing_seconds(evaluator, cands)
     score = Score(request.epochs, pre)
@@ -130,22 +147,19 @@ def advise(request: Request, out: Path, progress: bool = True) -> Advice:
             table, configs, request.confirm, out, request.device, say=lambda m: print(m, file=sys.stderr)
         )
         confirmed.to_csv(out / "confirm.csv", index=False)
-    longest = max((evaluator.epoch_iterations(c) for c in cands), default=1)
     meta = {
         "graph": request.graph + "".join(f", {k} {v}" for k, v in request.graph_params.items()),
         "hardware": request.hardware,
         "model": f"{request.model}, hidden {request.hidden}, fanouts {'/'.join(map(str, request.fanouts))}",
         "epochs": request.epochs,
         "fidelity_source": fid.source,
-        "search": _search_sentence(
-            result, len(cands), rung_sizes(max(longest, 1)), stopped, evaluator.prepare_s
-        ),
+        "search": _search_sentence(result, len(cands), result.rungs, stopped, evaluator.prepare_s),
         "not_searched": [
             f"{kind} {name}: {why}" for kind, names in NOT_SEARCHED.items() for name, why in names.items()
         ],
         "command": request.command,
     }
-    _write_page(table, result, meta, out, confirmed)
+    _write_page(table, result, meta, out, confirmed, evaluator)
     return Advice(table, result, _text(table, request, meta, stopped), stopped, confirmed)
 
 
@@ -203,7 +217,12 @@ def _search_sentence(result: SearchResult, n: int, rungs: list[int], stopped: st
 
 
 def _write_page(
-    table: pd.DataFrame, result: SearchResult, meta: dict[str, Any], out: Path, confirmed: Any
+    table: pd.DataFrame,
+    result: SearchResult,
+    meta: dict[str, Any],
+    out: Path,
+    confirmed: Any,
+    evaluator: Evaluator,
 ) -> None:
     try:
         from studies.advisor.report import write_report

@@ -31,7 +31,7 @@ import dataclasses
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,15 +63,53 @@ class Outcome:
     sim_s: float = 0.0  # wall seconds spent planning and simulating it
 
 
+@dataclass
+class PrefixRun:
+    """What simulating one candidate's first iterations showed: plain data, so it can come back
+    from another process (a Dask worker)."""
+
+    estimate: Estimate | None = None
+    skipped: str = ""
+    peak_gpu_bytes: int = 0
+    network_bytes: float = 0.0
+    phase_s: dict[str, float] = field(default_factory=dict)
+    sim_s: float = 0.0
+    prepare_s: float = 0.0
+    trace: pd.DataFrame | None = None
+
+    def apply(self, outcome: Outcome, rung: int) -> None:
+        outcome.sim_s += self.sim_s
+        if self.estimate is None:
+            outcome.skipped = self.skipped
+            return
+        outcome.estimate = self.estimate
+        outcome.rung = rung
+        outcome.peak_gpu_bytes = self.peak_gpu_bytes
+        outcome.network_bytes = self.network_bytes
+        outcome.phase_s = self.phase_s
+        if self.trace is not None:
+            outcome.trace = self.trace
+
+
+WHOLE_EPOCH = 2**62  # as many iterations as asked: every candidate's whole epoch
+
+
 class Evaluator:
-    """Prepares candidates once and simulates prefixes of their epochs."""
+    """Prepares candidates once and simulates prefixes of their epochs, here or on a Dask cluster
+    (``scheduler``: each worker process prepares what it is sent through the same disk caches)."""
 
     def __init__(
-        self, base: Base, progress: Callable[[str], None] | None = None, keep_traces: bool = True
+        self,
+        base: Base,
+        progress: Callable[[str], None] | None = None,
+        keep_traces: bool = True,
+        scheduler: str | None = None,
     ) -> None:
         self.base = base
         self.progress = progress or (lambda _: None)
-        self.keep_traces = keep_traces
+        self.keep_traces = keep_traces and scheduler is None
+        self.scheduler = scheduler
+        self._client: Any = None
         self._prepared: dict[Candidate, Any] = {}
         self._graphs: dict[str, Any] = {}
         self.prepare_s = 0.0
@@ -103,14 +141,63 @@ class Evaluator:
         return 0 if isinstance(prepared, str) else prepared.inputs.num_iterations
 
     def simulate(self, outcome: Outcome, iterations: int, rung: int) -> None:
-        """Simulate the candidate's first ``iterations`` and update ``outcome`` with what it showed."""
+        """Simulate the candidate's first ``iterations`` here and update ``outcome`` with what it showed."""
+        self._count(self.run(outcome.candidate, iterations, self.keep_traces)).apply(outcome, rung)
+
+    def simulate_many(self, jobs: list[tuple[Outcome, int]], rung: int) -> Iterator[Outcome]:
+        """Simulate each (outcome, iterations) here or on the Dask cluster, yielding each as it is done."""
+        if self.scheduler is None:
+            for outcome, iterations in jobs:
+                self.simulate(outcome, iterations, rung)
+                yield outcome
+            return
+        from distributed import as_completed as dask_completed
+
+        client = self._dask()
+        futures = {client.submit(run_prefix, self.base, o.candidate, r, pure=False): o for o, r in jobs}
+        for future in dask_completed(futures):
+            outcome = futures[future]
+            self._count(future.result()).apply(outcome, rung)
+            yield outcome
+
+    def _count(self, run: PrefixRun) -> PrefixRun:
+        self.sim_s += run.sim_s
+        self.prepare_s += run.prepare_s
+        self.simulations += 1
+        return run
+
+    def _dask(self) -> Any:
+        if self._client is None:
+            try:
+                from distributed import Client
+            except ImportError:
+                raise WorkbenchError(
+                    "--scheduler needs dask's distributed package (pip install 'dask[distributed]')"
+                ) from None
+            try:
+                self._client = Client(self.scheduler, timeout="5s")
+            except (OSError, TimeoutError) as exc:
+                raise WorkbenchError(
+                    f"Dask scheduler {self.scheduler} did not answer within 5 s ({type(exc).__name__})"
+                ) from None
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def run(self, c: Candidate, iterations: int, keep_trace: bool) -> PrefixRun:
+        """Simulate candidate ``c``'s first ``iterations`` (at most its epoch) in this process."""
         from sim import simulate
         from sim.calibrate import prepared_cost_model
 
-        prepared = self.prepare(outcome.candidate)
+        prepare_before = self.prepare_s
+        prepared = self.prepare(c)
+        spent_preparing = self.prepare_s - prepare_before
+        self.prepare_s = prepare_before  # counted once, by _count
         if isinstance(prepared, str):
-            outcome.skipped = prepared
-            return
+            return PrefixRun(skipped=prepared, prepare_s=spent_preparing)
         n = prepared.inputs.num_iterations
         r = min(iterations, n)
         t0 = time.perf_counter()
@@ -121,26 +208,39 @@ class Evaluator:
             plan = prepared.scheme.build(inputs)
             result = simulate(plan, prepared.cluster, prepared_cost_model(prepared))
         except InfeasiblePlanError as exc:
-            outcome.skipped = f"does not fit: {exc}"
-            return
+            return PrefixRun(
+                skipped=f"does not fit: {exc}", sim_s=time.perf_counter() - t0, prepare_s=spent_preparing
+            )
         except WorkbenchError as exc:
-            outcome.skipped = f"refused: {exc}"
-            return
-        finally:
-            spent = time.perf_counter() - t0
-            self.sim_s += spent
-            outcome.sim_s += spent
-            self.simulations += 1
-        outcome.estimate = from_prefix(result.trace, n)
-        outcome.rung = rung
+            return PrefixRun(
+                skipped=f"refused: {exc}", sim_s=time.perf_counter() - t0, prepare_s=spent_preparing
+            )
+        sim_s = time.perf_counter() - t0
         scale = n / max(r, 1)
         gpus = set(prepared.cluster.gpu_nodes())
-        outcome.peak_gpu_bytes = max((b for m, b in result.memory.items() if m in gpus), default=0)
-        outcome.network_bytes = network_bytes(result.trace, prepared.cluster) * scale
         busy = (result.trace["end"] - result.trace["start"]).groupby(result.trace["phase"]).sum()
-        outcome.phase_s = {str(p): float(s) * scale for p, s in busy.items()}
-        if self.keep_traces:
-            outcome.trace = result.trace
+        return PrefixRun(
+            estimate=from_prefix(result.trace, n),
+            peak_gpu_bytes=max((b for m, b in result.memory.items() if m in gpus), default=0),
+            network_bytes=network_bytes(result.trace, prepared.cluster) * scale,
+            phase_s={str(p): float(v) * scale for p, v in busy.items()},
+            sim_s=sim_s,
+            prepare_s=spent_preparing,
+            trace=result.trace if keep_trace else None,
+        )
+
+
+_PROCESS_EVALUATORS: dict[str, Evaluator] = {}
+
+
+def run_prefix(base: Base, c: Candidate, iterations: int) -> PrefixRun:
+    """One prefix simulation in whatever process runs it (a Dask worker keeps one evaluator per
+    request, so a candidate sent again is not prepared again)."""
+    key = repr(base)
+    evaluator = _PROCESS_EVALUATORS.get(key)
+    if evaluator is None:
+        evaluator = _PROCESS_EVALUATORS[key] = Evaluator(base, keep_traces=False)
+    return evaluator.run(c, iterations, keep_trace=False)
 
 
 def network_bytes(trace: pd.DataFrame, cluster: Any) -> float:
@@ -189,14 +289,14 @@ class SearchResult:
 
 
 def rung_sizes(epoch_iterations: int) -> list[int]:
-    """4, 12, 36, ... iterations while under half the epoch, then the whole epoch (reached only by
-    candidates still tied)."""
+    """4, 12, 36, ... iterations, then the whole epoch (reached only by candidates still tied):
+    after the first, a rung of half the epoch or more is skipped for the whole, which costs
+    little more and tells everything."""
     sizes = []
     r = FIRST_RUNG
-    # A prefix of half the epoch or more costs nearly what the whole does and tells less.
-    while 2 * r < epoch_iterations:
+    while r < epoch_iterations and (not sizes or 2 * r < epoch_iterations):
         sizes.append(r)
-        r = r * ETA
+        r *= ETA
     sizes.append(epoch_iterations)
     return sizes
 
@@ -217,20 +317,23 @@ def successive_halving(
     sim0, prep0, n0 = evaluator.sim_s, evaluator.prepare_s, evaluator.simulations
     outcomes = {c: Outcome(c) for c in cands}
     alive = list(cands)
-    longest = max((evaluator.epoch_iterations(c) for c in cands), default=1)
-    plan = rung_sizes(max(longest, 1))
     survivors: list[list[str]] = []
-    for k, r in enumerate(plan):
-        _simulate_rung(evaluator, alive, outcomes, r, k, len(plan), deadline, say)
+    r, k = FIRST_RUNG, 0
+    while alive:
+        _simulate_rung(evaluator, alive, outcomes, r, k, deadline, say)
         simulated = [c for c in alive if outcomes[c].estimate is not None]
         # Past the ranking rung only the race for first place goes on.
         alive = _contenders(simulated, outcomes, top if k < rank_rungs else 1, score)
         survivors.append([c.label for c in alive])
-        if _resolved(alive, outcomes, score):
+        if _resolved(alive, outcomes, score) or r == WHOLE_EPOCH:
             break
+        longest = max(outcomes[c].estimate.epoch_iterations for c in alive)  # type: ignore[union-attr]
+        r = r * ETA if 2 * r * ETA < longest else WHOLE_EPOCH  # rung_sizes' rule
+        k += 1
+    longest_epoch = max((o.estimate.epoch_iterations for o in outcomes.values() if o.estimate), default=1)
     return SearchResult(
         list(outcomes.values()),
-        plan,
+        rung_sizes(longest_epoch),
         evaluator.sim_s - sim0,
         evaluator.prepare_s - prep0,
         evaluator.simulations - n0,
@@ -245,16 +348,13 @@ def _simulate_rung(
     outcomes: dict[Candidate, Outcome],
     r: int,
     k: int,
-    rungs: int,
     deadline: float | None,
     say: Callable[[str], None],
 ) -> None:
-    for i, c in enumerate(alive):
-        o = outcomes[c]
-        if o.estimate is not None and o.estimate.exact:
-            continue  # already its whole epoch
-        evaluator.simulate(o, min(r, max(evaluator.epoch_iterations(c), 1)), k)
-        say(f"rung {k + 1}/{rungs} ({r} iterations): {i + 1}/{len(alive)} {c.label}")
+    jobs = [(outcomes[c], r) for c in alive if not (outcomes[c].estimate and outcomes[c].estimate.exact)]
+    what = "whole epochs" if r == WHOLE_EPOCH else f"{r} iterations"
+    for i, o in enumerate(evaluator.simulate_many(jobs, k)):
+        say(f"rung {k + 1} ({what}): {i + 1}/{len(jobs)} {o.candidate.label}")
         if deadline is not None and time.perf_counter() > deadline:
             raise BudgetExceeded(k, outcomes)
 
@@ -309,13 +409,9 @@ def exhaustive(
     """Every candidate's whole epoch simulated: what the advisor must agree with."""
     say = progress or (lambda _: None)
     sim0, prep0, n0 = evaluator.sim_s, evaluator.prepare_s, evaluator.simulations
-    outcomes = []
-    for i, c in enumerate(cands):
-        o = Outcome(c)
-        n = evaluator.epoch_iterations(c)
-        evaluator.simulate(o, max(n, 1), 0)
-        outcomes.append(o)
-        say(f"exhaustive: {i + 1}/{len(cands)} {c.label}")
+    outcomes = [Outcome(c) for c in cands]
+    for i, o in enumerate(evaluator.simulate_many([(o, WHOLE_EPOCH) for o in outcomes], 0)):
+        say(f"exhaustive: {i + 1}/{len(cands)} {o.candidate.label}")
     return SearchResult(
         outcomes,
         [],

@@ -26,6 +26,7 @@ def test_rungs_grow_by_three_and_end_at_the_whole_epoch() -> None:
     assert rung_sizes(18) == [4, 18]  # a 12-iteration prefix would be two thirds of the epoch
     assert rung_sizes(100) == [4, 12, 36, 100]
     assert rung_sizes(4) == [4]
+    assert rung_sizes(8) == [4, 8]
 
 
 def test_kendall_tau_by_hand() -> None:
@@ -86,3 +87,38 @@ def test_the_advisor_finds_exhaustive_searchs_first_choice_with_less_simulation(
         assert abs(o.estimate.epoch_s / exact[o.candidate] - 1) <= MARGIN, o.candidate.label
     simulated = sum(o.estimate.iterations for o in sh.outcomes)
     assert simulated < sum(o.estimate.iterations for o in whole.outcomes)
+
+
+def test_a_dask_cluster_finds_what_this_process_finds(tmp_path, monkeypatch) -> None:
+    from distributed import LocalCluster
+
+    monkeypatch.setenv("GNNWB_CACHE", str(tmp_path))
+    base = Base(graph="rmat:n=3000,m=30000,feat=16", hardware="hopgnn-4xa100-10gbe", hidden=16)
+    cands = candidates(
+        Restrictions(
+            schemes=("model-centric", "p3"),
+            partitioners=("random", "metis"),
+            placements=("none",),
+            batch_sizes=(64,),
+        )
+    )
+    here = successive_halving(Evaluator(base), cands)
+    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as cluster:
+        remote = Evaluator(base, scheduler=cluster.scheduler_address)
+        try:
+            there = successive_halving(remote, cands)
+        finally:
+            remote.close()
+    assert [o.candidate for o in there.ranked()] == [o.candidate for o in here.ranked()]
+    assert [o.estimate for o in there.ranked()] == [o.estimate for o in here.ranked()]
+    assert there.simulations == here.simulations and remote.prepare_s > 0
+
+
+def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path) -> None:
+    from workbench.errors import WorkbenchError
+
+    ev = Evaluator(
+        Base(graph="rmat:n=300,m=3000,feat=8", hardware="hopgnn-4xa100-10gbe"), scheduler="tcp://127.0.0.1:9"
+    )
+    with pytest.raises(WorkbenchError, match=r"Dask scheduler tcp://127.0.0.1:9 did not answer within 5 s"):
+        successive_halving(ev, [Candidate("model-centric", "random", "none", "-", "-", 64)])

@@ -129,6 +129,11 @@ def _add_space_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--batch-sizes", default="1024", help="batch sizes to search, comma-separated (default 1024)"
     )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="simulate the candidates on a Dask cluster (tcp://host:8786); preprocessing is still timed here",
+    )
     p.add_argument("--seed", type=seed_arg(), default=0, help="random seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
 
@@ -172,6 +177,7 @@ def _advise(args: argparse.Namespace) -> int:
         fidelity_error=args.fidelity_error,
         exhaustive=args.exhaustive,
         seed=args.seed,
+        scheduler=args.scheduler,
         restrictions={
             "schemes": _names(args.schemes, "--schemes"),
             "partitioners": _names(args.partitioners, "--partitioners"),
