@@ -772,9 +772,9 @@ def _add_confirm(page: ReportPage, confirm: pd.DataFrame, out: Path) -> None:
             {
                 "predicted rank": num(r.get("predicted_rank")),
                 "candidate": str(r.get("label", DASH)),
-                "predicted (s)": num(pred),
+                "predicted epoch (s)": num(pred),
                 "its interval (s)": _interval(r.get("predicted_low_s"), r.get("predicted_high_s")),
-                "measured (s)": num(meas),
+                "measured epoch (s)": num(meas),
                 "run-to-run spread": f"±{_percent(r.get('measured_spread'))}"
                 if _finite(r.get("measured_spread"))
                 else DASH,
@@ -792,7 +792,8 @@ def _add_confirm(page: ReportPage, confirm: pd.DataFrame, out: Path) -> None:
     )
     page.add(
         "Confirmed by real runs",
-        f"The first {len(c)} candidates run for real and timed. Prediction error is predicted / "
+        f"The first {len(c)} candidates run for real and timed: one epoch's time, the median of the warm "
+        f"epochs (the first left out), against the simulated epoch. Prediction error is predicted / "
         f"measured - 1. {verdict}",
         image="confirm.png",
         table=pd.DataFrame(rows),
@@ -836,8 +837,8 @@ def _confirm_figure(c: pd.DataFrame, path: Path) -> None:
     for tick, bad in zip(ax.get_yticklabels(), wrong, strict=True):
         tick.set_color("#b22222" if bad else "black")
     ax.invert_yaxis()
-    ax.set_xlabel("time to train (s)")
-    ax.set_title("Predicted against measured time to train (first choice on top)", fontsize=10)
+    ax.set_xlabel("epoch time (s)")
+    ax.set_title("Predicted against measured epoch time (first choice on top)", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
