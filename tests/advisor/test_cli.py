@@ -74,3 +74,33 @@ def test_a_cluster_nothing_fits_on_names_the_smallest_requirement(tmp_path, caps
         r"nothing fits on .*tiny\.toml: the smallest requirement is .+, which needs .+ on a GPU of 64 KiB",
         line,
     ), line
+
+
+def test_advice_out_of_budget_is_written_with_a_warning(tmp_path, capsys, monkeypatch) -> None:
+    import studies.advisor.run as run_module
+    from studies.advisor.search import BudgetExceeded, Outcome
+
+    def out_of_budget(evaluator, cands, *args, **kwargs):
+        first = Outcome(cands[0])
+        evaluator.simulate(first, 4, 0)
+        raise BudgetExceeded(0, {c: first if c == cands[0] else Outcome(c) for c in cands})
+
+    monkeypatch.setattr(run_module, "successive_halving", out_of_budget)
+    out = tmp_path / "advice"
+    argv = [
+        "advise",
+        *SMALL,
+        "--schemes",
+        "model-centric,p3",
+        "--partitioners",
+        "random",
+        "--placements",
+        "none",
+    ]
+    code, stdout, _ = run([*argv, "--no-progress", "-o", str(out)], capsys)
+    assert code == 0
+    assert (
+        "warning: the budget (600 s) ran out during rung 1; ranked from the estimates made so far" in stdout
+    )
+    table = pd.read_csv(out / "advice.csv", keep_default_na=False)
+    assert list(table["rank"]) == [1, 0] and table.loc[1, "skipped"] == "not simulated"

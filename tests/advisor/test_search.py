@@ -122,3 +122,21 @@ def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path) -> None:
     )
     with pytest.raises(WorkbenchError, match=r"Dask scheduler tcp://127.0.0.1:9 did not answer within 5 s"):
         successive_halving(ev, [Candidate("model-centric", "random", "none", "-", "-", 64)])
+
+
+def test_a_search_out_of_budget_keeps_what_it_simulated(tmp_path, monkeypatch) -> None:
+    from studies.advisor.search import BudgetExceeded
+
+    monkeypatch.setenv("GNNWB_CACHE", str(tmp_path))
+    base = Base(graph="rmat:n=3000,m=30000,feat=16", hardware="hopgnn-4xa100-10gbe", hidden=16)
+    cands = candidates(
+        Restrictions(
+            schemes=("model-centric", "p3"), partitioners=("random",), placements=("none",), batch_sizes=(64,)
+        )
+    )
+    with pytest.raises(BudgetExceeded) as info:
+        successive_halving(
+            Evaluator(base), cands, deadline=0.0
+        )  # long past: stops after the first simulation
+    simulated = [o for o in info.value.outcomes.values() if o.estimate is not None]
+    assert len(simulated) == 1 and simulated[0].candidate == cands[0]
