@@ -222,7 +222,8 @@ COMM_KINDS = ("transfer", "collective")
 
 def measure_bulk_sampling_step(point: Any) -> dict[str, Any]:
     """``sim`` plus the first bulk sampling step's figures (:func:`sampling_step_figures`;
-    paper 004's study, ``studies.study_bulk_sampling``)."""
+    paper 004's study, ``studies.study_bulk_sampling``) and the graph's size (for the paper's
+    cost model beside them)."""
     from sim import simulate
     from sim.calibrate import prepared_cost_model
     from workbench.run import results_row
@@ -232,53 +233,89 @@ def measure_bulk_sampling_step(point: Any) -> dict[str, Any]:
     trace = simulate(plan, prepared.cluster, prepared_cost_model(prepared)).trace
     row = results_row(prepared, trace)
     row.update(sampling_step_figures(plan, trace, prepared.inputs.num_workers))
+    row["vertices"] = int(prepared.inputs.graph.num_nodes)
+    row["edges"] = int(prepared.inputs.graph.num_edges)
     return row
+
+
+# The terms of the sampling step's critical path: communication by what it carries, then compute.
+PATH_TERMS = {"indices": "request", "adjacency": "rows", "probabilities": "allreduce"}
+TERMS = (*PATH_TERMS.values(), "compute")
+
+
+def critical_path(plan: Plan, trace: pd.DataFrame, prefix: str = STEP) -> pd.DataFrame:
+    """The critical path of the tasks whose ids start with ``prefix``, from the first to the last.
+
+    Walked back from the last task to finish, at each task to the dependency that finished last.
+    One row per task on it, in order: ``task``, ``term`` (:data:`PATH_TERMS`: ``request``, ``rows``,
+    ``allreduce``, ``other`` for communication carrying something else, or ``compute``), ``seconds`` (its duration) and ``queued`` (``start - ready``:
+    the time it waited, inputs ready, for its engine, e.g. a row reply behind its owner's other
+    replies on the owner's copy engine). Durations plus queues sum to the step's time less the
+    first task's wait for the step to begin.
+    """
+    import pandas as pd
+
+    rows = trace[trace["task"].str.startswith(prefix)]
+    span = rows.groupby("task").agg(ready=("ready", "min"), start=("start", "min"), end=("end", "max"))
+    tasks = {t.id: t for t in plan.tasks if t.id in span.index}
+    path = []
+    current: str | None = str(span["end"].idxmax())
+    while current is not None:
+        task = tasks[current]
+        start, end = float(span.at[current, "start"]), float(span.at[current, "end"])
+        term = PATH_TERMS.get(task.carries, "other") if task.kind in COMM_KINDS else "compute"
+        path.append((current, term, end - start, max(start - float(span.at[current, "ready"]), 0.0)))
+        deps = [d for d in task.deps if d in tasks]
+        current = max(deps, key=lambda d: float(span.at[d, "end"])) if deps else None
+    return pd.DataFrame(path[::-1], columns=["task", "term", "seconds", "queued"])
 
 
 def sampling_step_figures(plan: Plan, trace: pd.DataFrame, workers: int) -> dict[str, float]:
     """The first sampling step's time, its critical path split into communication and compute,
     and the bytes each process sends, by what they carry.
 
-    The critical path is walked back from the step's last task to finish, at each task to the
-    dependency that finished last; its communication time is the summed duration of the
-    transfers and collectives on it (paper 004, section 5.2.1 counts the P/c^2 steps of the
-    outer loop and the all-reduce along this path). Time on the path that no task covers is
-    waiting for an engine or a link held by work off the path.
+    The critical path is :func:`critical_path`'s; its communication time (``critical_comm_ms``)
+    is the summed duration of the transfers and collectives on it (paper 004, section 5.2.1
+    counts the P/c^2 steps of the outer loop and the all-reduce along this path). Time on the
+    path that no task covers (``critical_wait_ms``) is a task waiting for an engine or a link
+    held by work off the path; ``critical_comm_queued_ms`` adds to the communication the time
+    the path's transfers waited for their copy engine (held by other transfers: a step's owner
+    sends its rows to one process after another). Per term (``path_<term>_ms`` and
+    ``path_<term>_queued_ms``; terms of :data:`TERMS`) the durations and queues split.
     """
     import pandas as pd
 
     rows = trace[trace["task"].str.startswith(STEP)]
     span = rows.groupby("task").agg(start=("start", "min"), end=("end", "max"), sent=("bytes", "sum"))
     tasks = {t.id: t for t in plan.tasks if t.id in span.index}
-    comm = compute = seed_layer_comm = 0.0
-    current: str | None = str(span["end"].idxmax())
-    while current is not None:
-        duration = float(span.at[current, "end"] - span.at[current, "start"])
-        if tasks[current].kind in COMM_KINDS:
-            comm += duration
-            # b0.l0.*: the layer at the seeds, the one section 5.2.1's analysis works through
-            seed_layer_comm += duration if current.startswith(STEP + "l0.") else 0.0
-        else:
-            compute += duration
-        deps = [d for d in tasks[current].deps if d in tasks]
-        current = max(deps, key=lambda d: float(span.at[d, "end"])) if deps else None
+    path = critical_path(plan, trace)
+    comm = path[path["term"] != "compute"]
+    seed = comm["task"].str.startswith(STEP + "l0.")  # the layer at the seeds, section 5.2.1's
     step_s = float(span["end"].max() - span["start"].min())
     carries = pd.Series({tid: t.carries for tid, t in tasks.items() if t.kind in COMM_KINDS}, dtype=object)
     sent = span.loc[carries.index, "sent"].groupby(carries).sum() if len(carries) else pd.Series(dtype=float)
     per_process = {
         kind: float(sent.get(kind, 0)) / workers for kind in ("indices", "adjacency", "probabilities")
     }
-    return {
+    comm_s, compute_s = float(comm["seconds"].sum()), float(path["seconds"].sum() - comm["seconds"].sum())
+    figures = {
         "step_ms": 1e3 * step_s,
-        "critical_comm_ms": 1e3 * comm,
-        "critical_comm_seed_layer_ms": 1e3 * seed_layer_comm,
-        "critical_compute_ms": 1e3 * compute,
-        "critical_wait_ms": 1e3 * max(step_s - comm - compute, 0.0),
+        "critical_comm_ms": 1e3 * comm_s,
+        "critical_comm_seed_layer_ms": 1e3 * float(comm["seconds"][seed].sum()),
+        "critical_comm_queued_ms": 1e3 * float(comm["seconds"].sum() + comm["queued"].sum()),
+        "critical_comm_queued_seed_layer_ms": 1e3 * float((comm["seconds"] + comm["queued"])[seed].sum()),
+        "critical_compute_ms": 1e3 * compute_s,
+        "critical_wait_ms": 1e3 * max(step_s - comm_s - compute_s, 0.0),
         "MB_per_process": sum(per_process.values()) / 1e6,
         "request_MB_per_process": per_process["indices"] / 1e6,
         "rows_MB_per_process": per_process["adjacency"] / 1e6,
         "allreduce_MB_per_process": per_process["probabilities"] / 1e6,
     }
+    for term in TERMS:
+        on = path[path["term"] == term]
+        figures[f"path_{term}_ms"] = 1e3 * float(on["seconds"].sum())
+        figures[f"path_{term}_queued_ms"] = 1e3 * float(on["queued"].sum())
+    return figures
 
 
 # ---- published: a paper's testbed fitted to its published figures ------------------------------

@@ -20,8 +20,12 @@ prices the outer loop's ``P/c^2`` dependent steps and the all-reduce as
 "communication overall scales when c increases" because the row data (``n d / c``)
 dominates for ``c <= sqrt(P)``. The verdict is computed on the critical path's
 communication time with the paper's schedule (``schedule="stepped"``,
-``row_allreduce="pairwise"``: CAGNET's ``dist_saspgemm15D`` and ``csr_allreduce``); bytes
-per process are reported beside it, and an ablation shows each element of the schedule.
+``row_allreduce="pairwise"``: CAGNET's ``dist_saspgemm15D`` and ``csr_allreduce``), a transfer's
+wait for its copy engine counted as communication (within a node a step's owner sends the
+column's rows one reply after another: the paper's owner-bound row-data term); bytes per process
+are reported beside it. The critical path is split into its terms (row-id requests, row data,
+row all-reduce, compute) per c, and an ablation changes one element of the step or of its
+measure at a time toward the paper's and gives the claim's figure before and after.
 
 A third part is **measured for real**: the pipeline run by ``realrun`` (one process per worker,
 ``torch.distributed`` between them, the 1.5D products' rows, row sums and feature rows really
@@ -48,7 +52,7 @@ import pandas as pd
 from studies.plots import bar_chart, line_chart, save
 from studies.report import ReportPage
 from studies.runner import Point, Study, register_study
-from studies.verdict import Claim, judge
+from studies.verdict import Claim, judge, span
 
 AMORTISES = Claim(
     "bulk sampling amortises its cost over the k minibatches it samples at once",
@@ -66,7 +70,7 @@ REPLICATED_SILENT = Claim(
 FALLS_WITH_C = Claim(
     "the 1.5D algorithm's communication time falls with the replication factor c (c <= sqrt(P))",
     "sections 5.2.1 and 8.2.1",
-    "critical-path communication time at c=1 / at the largest c",
+    "critical-path communication time (transfers and their queueing for a copy engine) at c=1 / at the largest c",
 )
 
 NAME = "bulk-sampling"
@@ -77,6 +81,11 @@ SCHEDULES = {
     ("stepped", "ring"): "P/c^2 dependent steps, ring all-reduce",
     PAPER_SCHEDULE: "P/c^2 dependent steps, pairwise sparse all-reduce (paper)",
 }
+# What measure "bulk-sampling-step" returns, in the scaling points' options: a change to it gives these
+# points new keys (and recomputes them) without invalidating every other study's stored results.
+STEP_FIGURES = 2  # 2: the critical path's terms and queues (studies.measures.critical_path)
+# The claim's figure: the critical path's communication, transfers' queueing for a copy engine included.
+CLAIM_MEASURE = "critical_comm_queued_ms"
 # (GPUs, c) of the 1.5D grid: every c with c | P and c <= sqrt(P) that is a power of two.
 GRID = [(4, 1), (4, 2), (8, 1), (8, 2), (16, 1), (16, 2), (16, 4)]
 
@@ -129,12 +138,16 @@ def points(full: bool) -> list[Point]:
     for gpus in (4, 8, 16):
         label = {"part": "scaling", "gpus": gpus, "layout": "replicated", "c": 1, "schedule": ""}
         config = _pipeline(full, gpus, "replicated", 1, ("overlapped", "ring"))
-        out.append(Point(NAME, label, config, measure="bulk-sampling-step"))
+        out.append(
+            Point(NAME, label, config, measure="bulk-sampling-step", options={"figures": STEP_FIGURES})
+        )
     for gpus, c in GRID:
         for schedule, words in SCHEDULES.items():
             label = {"part": "scaling", "gpus": gpus, "layout": f"1.5D c={c}", "c": c, "schedule": words}
             config = _pipeline(full, gpus, "partitioned-1.5d", c, schedule)
-            out.append(Point(NAME, label, config, measure="bulk-sampling-step"))
+            out.append(
+                Point(NAME, label, config, measure="bulk-sampling-step", options={"figures": STEP_FIGURES})
+            )
     return out
 
 
@@ -327,6 +340,40 @@ def _falls(table: pd.DataFrame, value: str) -> dict[str, float]:
     return out
 
 
+def _comm_section(page: ReportPage, paper: pd.DataFrame, folder: Path) -> None:
+    comm = paper.pivot_table(index="c", columns="gpus", values=CLAIM_MEASURE)
+    comm.columns = [f"{g} GPUs" for g in comm.columns]
+    save(
+        line_chart(
+            comm, "Communication on the sampling step's critical path vs c (paper 004, 5.2.1)", "c", "ms"
+        ),
+        folder / "comm_vs_c.png",
+    )
+    page.add(
+        "1.5D communication time against c (simulated, the paper's schedule)",
+        "The quantity the paper's claim is about (section 5.2.1's cost alpha (P/c^2 + log c) + beta (n d/c + "
+        "b k d c/P), read in section 8.2.1 as 'communication overall scales when c increases'): the time the "
+        "sampling step's critical path spends in transfers and all-reduce rounds, with P/c^2 dependent steps "
+        "per process column and the pairwise sparse all-reduce. A transfer on the path that waited for its "
+        "copy engine (a step's owner sending its rows to the column's processes one after another over "
+        "NVLink) counts its wait as communication (critical_comm_queued_ms); critical_comm_ms is the transfers' "
+        "durations alone, and critical_wait_ms what of the step neither covers.",
+        image="comm_vs_c.png",
+        table=paper[
+            [
+                "gpus",
+                "c",
+                "step_ms",
+                "critical_comm_queued_ms",
+                "critical_comm_ms",
+                "critical_compute_ms",
+                "critical_wait_ms",
+            ]
+        ],
+        judgement=judge(FALLS_WITH_C, _falls(paper, CLAIM_MEASURE), "the grid has one c per GPU count"),
+    )
+
+
 def _scaling_sections(page: ReportPage, scaling: pd.DataFrame, folder: Path) -> None:
     scaling = scaling.copy()
     scaling["gpus"] = scaling["gpus"].astype(int)
@@ -354,24 +401,7 @@ def _scaling_sections(page: ReportPage, scaling: pd.DataFrame, folder: Path) -> 
             {f"{int(g)} GPUs": b for g, b in replicated[["gpus", "MB_per_process"]].to_numpy()},
         ),
     )
-    comm = paper.pivot_table(index="c", columns="gpus", values="critical_comm_ms")
-    comm.columns = [f"{g} GPUs" for g in comm.columns]
-    save(
-        line_chart(
-            comm, "Communication on the sampling step's critical path vs c (paper 004, 5.2.1)", "c", "ms"
-        ),
-        folder / "comm_vs_c.png",
-    )
-    page.add(
-        "1.5D communication time against c (simulated, the paper's schedule)",
-        "The quantity the paper's claim is about (section 5.2.1's cost alpha (P/c^2 + log c) + beta (n d/c + "
-        "b k d c/P), read in section 8.2.1 as 'communication overall scales when c increases'): the time the "
-        "sampling step's critical path spends in transfers and all-reduce rounds, with P/c^2 dependent steps "
-        "per process column and the pairwise sparse all-reduce.",
-        image="comm_vs_c.png",
-        table=paper[["gpus", "c", "step_ms", "critical_comm_ms", "critical_compute_ms", "critical_wait_ms"]],
-        judgement=judge(FALLS_WITH_C, _falls(paper, "critical_comm_ms"), "the grid has one c per GPU count"),
-    )
+    _comm_section(page, paper, folder)
     volume = paper.pivot_table(index="c", columns="gpus", values="MB_per_process")
     volume.columns = [f"{g} GPUs" for g in volume.columns]
     save(
@@ -398,38 +428,193 @@ def _scaling_sections(page: ReportPage, scaling: pd.DataFrame, folder: Path) -> 
             ]
         ],
     )
+    _terms_section(page, paper, folder)
     _ablation_section(page, scaling)
 
 
-def _ablation_section(page: ReportPage, scaling: pd.DataFrame) -> None:
-    rows = []
-    for words in SCHEDULES.values():
-        sub = scaling[scaling["schedule"] == words]
-        for measure, name in (
-            ("critical_comm_ms", "comm time"),
-            ("critical_comm_seed_layer_ms", "comm time, seed layer"),
-            ("MB_per_process", "bytes per process"),
-        ):
-            figures = _falls(sub, measure)
-            verdict = judge(FALLS_WITH_C, figures).verdict
-            for label, ratio in figures.items():
-                rows.append({"schedule": words, "quantity": name, "point": label, "c=1 / largest c": ratio})
-            rows.append(
-                {"schedule": words, "quantity": name, "point": "verdict", "c=1 / largest c": str(verdict)}
+# ---- why the figure moves with c: the critical path's terms and the ablation -------------------
+LAYERS = 3  # the model's layers: the step samples three
+NONZERO_BYTES = 8 + 4  # a row's nonzero as the plan sends it: index and value
+TERM_NAMES = {
+    "request": "row-id requests",
+    "rows": "row data",
+    "allreduce": "row all-reduce",
+    "compute": "compute",
+}
+# Each element changes one thing of the 1.5D sampling step toward the paper's analysis, in turn:
+# (what changes, (schedule, measure) before, (schedule, measure) after).
+ELEMENTS = (
+    (
+        "P/c^2 dependent steps (section 5.2.1's outer loop)",
+        (("overlapped", "ring"), "critical_comm_ms"),
+        (("stepped", "ring"), "critical_comm_ms"),
+    ),
+    (
+        "pairwise sparse all-reduce (CAGNET's csr_allreduce)",
+        (("stepped", "ring"), "critical_comm_ms"),
+        (PAPER_SCHEDULE, "critical_comm_ms"),
+    ),
+    (
+        "a transfer's wait for its copy engine counted as communication",
+        (PAPER_SCHEDULE, "critical_comm_ms"),
+        (PAPER_SCHEDULE, "critical_comm_queued_ms"),
+    ),
+    (
+        "only the layer at the seeds (the one section 5.2.1 works through)",
+        (PAPER_SCHEDULE, "critical_comm_queued_ms"),
+        (PAPER_SCHEDULE, "critical_comm_queued_seed_layer_ms"),
+    ),
+)
+
+
+def paper_model_ratio(vertices: float, batch: float, iterations: float, c: int) -> float:
+    """Section 5.2.1's bandwidth terms, ``n d / c + b k d c / P``, at c=1 over at ``c``, with ``k = iterations P``
+    (the whole epoch in one bulk step, so ``b k / P`` is ``batch * iterations``; ``d`` cancels)."""
+    return vertices / (vertices / c + batch * iterations * c)
+
+
+def path_terms(paper: pd.DataFrame) -> pd.DataFrame:
+    """Per (gpus, c) of the paper's schedule, the critical path's terms in ms, each with its tasks' queueing
+    (``rows_queued_ms``: the row data's), the rows of A fetched as a share of the paper's ``n d / c`` per
+    process (its ``LAYERS`` layers, ``NONZERO_BYTES`` a nonzero), and row data over all-reduce: the paper's
+    ``n P / (b k c^2)`` and the simulated path's (c > 1)."""
+    t = paper.sort_values(["gpus", "c"]).reset_index(drop=True)
+    out = pd.DataFrame({"gpus": t["gpus"].astype(int), "c": t["c"].astype(int)})
+    for term in TERM_NAMES:
+        out[f"{term}_ms"] = t[f"path_{term}_ms"] + t[f"path_{term}_queued_ms"]
+    out["rows_queued_ms"] = t["path_rows_queued_ms"]
+    out["step_ms"] = t["step_ms"]
+    model_rows = LAYERS * t["edges"] / out["c"] * NONZERO_BYTES
+    out["rows fetched / paper's n d / c"] = 1e6 * t["rows_MB_per_process"] / model_rows
+    multi = out["c"] > 1
+    out["rows / all-reduce, paper"] = (
+        t["vertices"] / (t["batch_size"] * t["iterations"] * out["c"] ** 2)
+    ).where(multi)
+    out["rows / all-reduce, simulated"] = (out["rows_ms"] / out["allreduce_ms"]).where(multi)
+    return out
+
+
+def term_findings(terms: pd.DataFrame) -> str:
+    """Sentences from :func:`path_terms`: per GPU count how each term moves from c=1 to the largest c."""
+    parts = []
+    for gpus, sub in terms.groupby("gpus"):
+        sub = sub.set_index("c").sort_index()
+        one, top = sub.iloc[0], sub.iloc[-1]
+        cmax = int(sub.index[-1])
+        fall = one["rows_ms"] / top["rows_ms"] if top["rows_ms"] > 0 else float("inf")
+        text = (
+            f"{int(gpus)} GPUs, c=1 -> c={cmax}: row data {one['rows_ms']:.3g} -> {top['rows_ms']:.3g} ms "
+            f"({fall:.2f}x lower; the paper's n d / c: {cmax}x)"
+        )
+        if one["rows_queued_ms"] > 0 or top["rows_queued_ms"] > 0:
+            text += (
+                f", of which queued for the owner's copy engine {one['rows_queued_ms']:.3g} -> "
+                f"{top['rows_queued_ms']:.3g} ms"
             )
+        text += (
+            f"; row all-reduce {one['allreduce_ms']:.3g} -> {top['allreduce_ms']:.3g} ms; requests "
+            f"{one['request_ms']:.3g} -> {top['request_ms']:.3g} ms; compute {one['compute_ms']:.3g} -> "
+            f"{top['compute_ms']:.3g} ms"
+        )
+        parts.append(text)
+    text = ". ".join(parts) + "."
+    multi = terms[terms["c"] > 1]
+    if len(multi):
+        over = multi[multi["allreduce_ms"] > multi["rows_ms"]]
+        where = ", ".join(f"{int(r.gpus)} GPUs c={int(r.c)}" for r in over.itertuples()) or "no point"
+        paper, sim = multi["rows / all-reduce, paper"], multi["rows / all-reduce, simulated"]
+        share = terms["rows fetched / paper's n d / c"]
+        text += (
+            f" The row all-reduce outweighs the row data at {where}. The paper's terms put the row data at "
+            f"{span(paper.min(), paper.max())} the all-reduce where c > 1 (n P / (b k c^2)), the simulated path at "
+            f"{span(sim.min(), sim.max())}: the sparsity-aware fetch moves {share.min():.1%}-{share.max():.1%} of "
+            "the paper's n d / c (rows of A that Q_i touches, not whole block rows)."
+        )
+    return text
+
+
+def element_table(scaling: pd.DataFrame) -> pd.DataFrame:
+    """One row per element of :data:`ELEMENTS` and GPU count: the claim's figure (c=1 over the largest c)
+    before and after the element changes."""
+    rows = []
+    for element, (sched_a, measure_a), (sched_b, measure_b) in ELEMENTS:
+        before = _falls(scaling[scaling["schedule"] == SCHEDULES[sched_a]], measure_a)
+        after = _falls(scaling[scaling["schedule"] == SCHEDULES[sched_b]], measure_b)
+        for point in before:
+            rows.append(
+                {"element": element, "point": point, "before": before[point], "after": after.get(point)}
+            )
+    return pd.DataFrame(rows, columns=["element", "point", "before", "after"])
+
+
+def element_findings(table: pd.DataFrame) -> str:
+    """Sentences from :func:`element_table`: each element's figures and verdict before and after, and which
+    element changes the verdict."""
+    parts, turning = [], []
+    for element, sub in table.groupby("element", sort=False):
+        before, after = (
+            judge(FALLS_WITH_C, dict(zip(sub["point"], sub["before"], strict=True))),
+            judge(FALLS_WITH_C, dict(zip(sub["point"], sub["after"], strict=True))),
+        )
+        parts.append(
+            f"{element}: {span(sub['before'].min(), sub['before'].max())} ({before.verdict}) -> "
+            f"{span(sub['after'].min(), sub['after'].max())} ({after.verdict})"
+        )
+        if before.verdict != after.verdict:
+            turning.append(f"{element} ({before.verdict} -> {after.verdict})")
+    text = "; ".join(parts) + "."
+    if turning:
+        return text + " The element that changes the verdict: " + "; ".join(turning) + "."
+    return text + " No element changes the verdict."
+
+
+def _terms_section(page: ReportPage, paper: pd.DataFrame, folder: Path) -> None:
+    terms = path_terms(paper)
+    chart = terms.set_index("P=" + terms["gpus"].astype(str) + "\nc=" + terms["c"].astype(str))
+    chart = chart[[f"{t}_ms" for t in TERM_NAMES]].rename(
+        columns={f"{t}_ms": w for t, w in TERM_NAMES.items()}
+    )
+    save(
+        bar_chart(
+            chart.where(chart > 0),
+            "Sampling step's critical path by term (paper's schedule)",
+            "",
+            "ms",
+            log=True,
+        ),
+        folder / "terms_vs_c.png",
+    )
+    page.add(
+        "The critical path's terms against c (simulated, the paper's schedule)",
+        "The sampling step's critical path split into its terms, each with the time its tasks queued for an "
+        "engine: requests of row ids, row data of A (the paper's beta n d / c), the pairwise all-reduce of the "
+        "partial products (beta b k d c / P) and compute. " + term_findings(terms),
+        image="terms_vs_c.png",
+        table=terms,
+    )
+
+
+def _ablation_section(page: ReportPage, scaling: pd.DataFrame) -> None:
+    table = element_table(scaling)
+    models = {}
+    paper = scaling[scaling["schedule"] == SCHEDULES[PAPER_SCHEDULE]]
+    for gpus, sub in paper.groupby("gpus"):
+        top = sub.sort_values("c").iloc[-1]
+        ratio = paper_model_ratio(top["vertices"], top["batch_size"], top["iterations"], int(top["c"]))
+        models[f"{int(gpus)} GPUs, c=1 vs c={int(top['c'])}"] = ratio
     page.add(
         "Ablation: what turns the workbench's figure into the paper's",
-        "Each line changes one element of the 1.5D sampling step to the paper's, on the same sampled epoch. "
-        "The workbench's default overlaps every fetch of a layer and sums the partials with a dense ring; "
-        "the paper's code runs P/c^2 dependent steps (one owner per column per step) and a log2(c)-round "
-        "pairwise sparse all-reduce. Ratios above 1 mean the quantity falls with c. 'Seed layer' keeps only "
-        "the critical path's communication in the layer at the seeds, the one section 5.2.1 analyses "
-        "('we focus on the first layer'): there Q_i has b k c / P rows; in deeper layers it has a row per "
-        "frontier vertex of every batch (repeats across the k batches included), so nnz(P_i), which the "
-        "all-reduce moves, outgrows the rows of A a process fetches (deduplicated over its batches) and the "
-        "all-reduce term, which grows with c, takes over. On one node (4 GPUs) the row data crosses NVLink "
-        "and the dependent steps cost little, so the all-reduce's growth decides there too.",
-        table=pd.DataFrame(rows),
+        "Each line changes one element of the 1.5D sampling step or of its measure toward the paper's, in turn, "
+        "on the same sampled epoch, and gives the claim's figure (communication on the critical path at c=1 / "
+        "at the largest c; above 1: it falls with c) before and after. "
+        + element_findings(table)
+        + " Section "
+        "5.2.1's bandwidth terms on this setting (n, b, k of each point) give "
+        f"{span(min(models.values()), max(models.values()))}. Within a node a peer copy holds its source's copy "
+        "engine, so a step's owner sends the column's rows one reply after another and a reply on the path "
+        "waits for the others; across nodes the replies share the owner's NIC as flows and the same time is in "
+        "their durations. Durations alone drop the first and keep the second: only the one-node point changes.",
+        table=table,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from sim import simulate
@@ -55,3 +56,111 @@ def test_the_page_shows_the_recorded_real_runs_beside_the_simulated(tmp_path) ->
     page = ReportPage("t", "s")
     _real_section(page, tmp_path, record)
     assert "differ from its plan's" in page.sections[0].text
+
+
+def test_a_reply_queued_behind_its_owners_other_reply_counts_as_communication() -> None:
+    """g0 sends 100 MB to g1 (x) and 100 MB to g2 (y) at once over NVLink (100 GB/s): a peer copy holds
+    its source's one outbound copy engine (A100: two engines), so y waits ~1 ms for x, then takes ~1 ms;
+    z computes on g2 after y. The path is y, z: 1 ms of transfer, 1 ms queued, both row data."""
+    from studies.measures import critical_path
+
+    cluster = load_hardware("perlmutter-4xa100-slingshot")
+    g0, g1, g2 = cluster.gpu_nodes()[:3]
+    plan = Plan(name="step")
+    plan.transfer("b0.l0.x", g0, g1, 100_000_000, "sample", carries="adjacency")
+    plan.transfer("b0.l0.y", g0, g2, 100_000_000, "sample", carries="adjacency")
+    plan.compute("b0.l0.z", g2, "sample", deps=["b0.l0.y"], features={"edges": 1e6})
+    trace = simulate(plan, cluster).trace
+    path = critical_path(plan, trace)
+    assert list(path["task"]) == ["b0.l0.y", "b0.l0.z"]
+    assert list(path["term"]) == ["rows", "compute"]
+    assert path["queued"].iloc[0] == pytest.approx(1e-3, rel=0.02)
+    figures = sampling_step_figures(plan, trace, workers=3)
+    assert figures["critical_comm_ms"] == pytest.approx(1.0, rel=0.02)
+    assert figures["critical_comm_queued_ms"] == pytest.approx(2.0, rel=0.02)
+    assert figures["critical_wait_ms"] == pytest.approx(1.0, rel=0.02)
+    assert figures["path_rows_ms"] == pytest.approx(1.0, rel=0.02)
+    assert figures["path_rows_queued_ms"] == pytest.approx(1.0, rel=0.02)
+    assert figures["path_allreduce_ms"] == figures["path_request_ms"] == 0.0
+    # Durations plus queues cover the whole step.
+    covered = (
+        figures["critical_comm_queued_ms"] + figures["path_compute_ms"] + figures["path_compute_queued_ms"]
+    )
+    assert covered == pytest.approx(figures["step_ms"])
+
+
+def _paper_points() -> pd.DataFrame:
+    """Two GPU counts of the paper's schedule, by hand: P=4 with c=1, 2; P=8 with c=1, 2."""
+    rows = []
+    for gpus, c, rows_ms, queued, allreduce in ((4, 1, 2.0, 3.0, 0.0), (4, 2, 1.0, 0.0, 4.0), (8, 1, 8.0, 0.0, 0.0),
+                                                (8, 2, 2.0, 0.0, 1.0)):  # fmt: skip
+        rows.append(
+            {
+                "gpus": gpus, "c": c, "step_ms": 10.0, "path_request_ms": 0.1, "path_request_queued_ms": 0.0,
+                "path_rows_ms": rows_ms, "path_rows_queued_ms": queued, "path_allreduce_ms": allreduce,
+                "path_allreduce_queued_ms": 0.0, "path_compute_ms": 0.5, "path_compute_queued_ms": 0.0,
+                "edges": 1_000_000, "vertices": 100_000, "batch_size": 100, "iterations": 2,
+                "rows_MB_per_process": 3.6 / c,
+            }
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_path_terms_by_hand() -> None:
+    """Row data is its transfers plus their queue (2 + 3 ms at P=4, c=1); a process fetches 3.6/c MB of
+    the paper's 3 layers x 1e6/c nonzeros x 12 B = 36/c MB: 10%; the paper's rows / all-reduce at c=2 is
+    n / (b * iterations * c^2) = 1e5 / 800 = 125, the simulated 1 ms / 4 ms."""
+    from studies.study_bulk_sampling import path_terms, term_findings
+
+    terms = path_terms(_paper_points())
+    first = terms.iloc[0]
+    assert first["rows_ms"] == 5.0 and first["rows_queued_ms"] == 3.0 and first["request_ms"] == 0.1
+    assert terms["rows fetched / paper's n d / c"].tolist() == pytest.approx([0.1] * 4)
+    assert terms["rows / all-reduce, paper"].iloc[1] == pytest.approx(125.0)
+    assert terms["rows / all-reduce, simulated"].tolist()[1::2] == pytest.approx([0.25, 2.0])
+    assert pd.isna(terms["rows / all-reduce, simulated"].iloc[0])
+    text = term_findings(terms)
+    assert "4 GPUs, c=1 -> c=2: row data 5 -> 1 ms (5.00x lower; the paper's n d / c: 2x)" in text
+    assert "queued for the owner's copy engine 3 -> 0 ms" in text
+    assert (
+        "8 GPUs, c=1 -> c=2: row data 8 -> 2 ms (4.00x lower; the paper's n d / c: 2x); row all-reduce"
+        in text
+    )
+    assert "outweighs the row data at 4 GPUs c=2." in text and "125x the all-reduce" in text
+    assert "0.25-2x" in text and "10.0%-10.0%" in text
+
+
+def test_element_table_names_the_element_that_turns_the_verdict() -> None:
+    """Each element's figure (c=1 over the largest c) before and after; only counting the queue flips
+    P=4 from 0.5x to 1.25x here, so it alone changes the verdict."""
+    from studies.study_bulk_sampling import (
+        PAPER_SCHEDULE,
+        SCHEDULES,
+        element_findings,
+        element_table,
+        paper_model_ratio,
+    )
+
+    rows = []
+    for schedule in SCHEDULES:
+        for gpus, c, comm, queued, seed in ((4, 1, 1.0, 2.5, 0.5), (4, 2, 2.0, 2.0, 0.1), (8, 1, 4.0, 4.0, 1.0),
+                                            (8, 2, 2.0, 2.0, 0.5)):  # fmt: skip
+            rows.append(
+                {
+                    "schedule": SCHEDULES[schedule], "gpus": gpus, "c": c, "critical_comm_ms": comm,
+                    "critical_comm_queued_ms": queued, "critical_comm_queued_seed_layer_ms": seed,
+                }
+            )  # fmt: skip
+    table = element_table(pd.DataFrame(rows))
+    assert len(table) == 8
+    queue = table[table["element"].str.contains("copy engine")].set_index("point")
+    assert queue.loc["4 GPUs, c=1 vs c=2", "before"] == pytest.approx(0.5)
+    assert queue.loc["4 GPUs, c=1 vs c=2", "after"] == pytest.approx(1.25)
+    text = element_findings(table)
+    assert "counted as communication: 0.5-2x (contradicted) -> 1.25-2x (reproduced)" in text
+    assert text.endswith(
+        "The element that changes the verdict: a transfer's wait for its copy engine counted as communication "
+        "(contradicted -> reproduced)."
+    )
+    assert PAPER_SCHEDULE in SCHEDULES
+    assert paper_model_ratio(1000, 10, 2, 2) == pytest.approx(1000 / (500 + 40))
