@@ -20,7 +20,7 @@ import pandas as pd
 
 from workbench.errors import ConfigError, WorkbenchError
 
-EPOCHS = 4  # the first is cold; three warm ones give a median and a spread
+EPOCHS = 6  # the first is cold; five warm ones give a median and a spread
 
 
 def confirm(
