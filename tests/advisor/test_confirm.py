@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from studies.advisor.confirm import judge_order, warm_epochs
 from workbench.cli.main import main
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _measured(rows: list[tuple[str, float, float]]) -> pd.DataFrame:
@@ -41,11 +37,15 @@ def test_warm_epochs_leave_the_first_out() -> None:
 
 
 def test_confirm_runs_the_first_choice_for_real(tmp_path, monkeypatch, capsys) -> None:
+    from studies.fidelity_experiment import hardware_toml
+
     monkeypatch.setenv("GNNWB_CACHE", str(tmp_path / "cache"))
+    hardware = tmp_path / "cpu-workers.toml"  # this machine's worker processes, as calibration models them
+    hardware.write_text(hardware_toml(1))
     out = tmp_path / "advice"
     argv = [
         "advise", "--graph", "sbm:n=1500,blocks=4,deg=6,feat=16", "--hidden", "16",
-        "--hardware", str(ROOT / "reports" / "traces" / "cpu" / "hardware.toml"), "--workers", "1",
+        "--hardware", str(hardware), "--workers", "1",
         "--batch-sizes", "128", "--schemes", "model-centric", "--partitioners", "random",
         "--placements", "none", "--confirm", "1", "--no-progress", "-o", str(out),
     ]  # fmt: skip
