@@ -86,6 +86,27 @@ def test_a_size_too_large_to_allocate_is_refused_before_generating(monkeypatch) 
         load_dataset("er:n=20000,deg=8", cache=False)
 
 
+def test_a_graph_whose_cache_file_would_not_fit_the_disk_is_refused_before_generating(
+    tmp_path, monkeypatch
+) -> None:
+    # er n=20000 deg=8: 160,000 stored edges as int32 (640,000 bytes) + indptr and per-vertex arrays
+    # (20,001 * 8 + 20,000 * 19 bytes) = 1,180,008 bytes, against 1,000,000 free.
+    assert specs.cache_file_bytes(20_000, 160_000) == 640_000 + 20_001 * 8 + 20_000 * 19
+    monkeypatch.setattr(specs, "free_disk", lambda folder: 1_000_000)
+    with pytest.raises(
+        ConfigError, match=r"in the graph cache \(.*\), but only 0.0 GiB is free there; set GNNWB_CACHE"
+    ):
+        load_dataset("er:n=20000,deg=8", cache_dir=tmp_path)
+    assert not list(tmp_path.rglob("*.npz"))
+    load_dataset("er:n=20000,deg=8", cache=False)  # nothing written: no disk needed
+    monkeypatch.setattr(specs, "free_disk", lambda folder: 1_300_000)
+    assert load_dataset("er:n=20000,deg=8", cache_dir=tmp_path).num_nodes == 20_000
+
+
+def test_free_disk_reads_the_nearest_existing_folder(tmp_path) -> None:
+    assert specs.free_disk(tmp_path / "not" / "yet") == specs.free_disk(tmp_path) > 0
+
+
 def test_integral_exponent_notation_is_the_integer(tmp_path) -> None:
     g = load_dataset("er:n=1e3,deg=4", cache_dir=tmp_path)
     assert g.num_nodes == 1000

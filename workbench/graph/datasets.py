@@ -277,6 +277,9 @@ def load_dataset(
             return graph
         except GraphFormatError:
             _say(progress, f"cache file {path} is unreadable; regenerating")
+    if path is not None:  # refused before generating, as memory is (in generate)
+        where = recipe.extra_meta.get("spec", recipe.name)
+        specs.check_disk(recipe.structure["num_nodes"], stored_edges(recipe), path.parent, where)
     graph = generate(recipe, progress=progress)
     if path is not None:
         _say(progress, f"writing {path}")
