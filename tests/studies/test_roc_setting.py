@@ -237,3 +237,35 @@ def test_memory_main_grid_is_unchanged_by_the_mode_ablation() -> None:
     assert {(p.label["scale"], p.label["hidden"], p.label["steps"]) for p in modes} == {
         (s, h, k) for s in (0.05, 0.2) for h in (256, 512) for k in (6, 8)
     }
+
+
+def test_machine_once_halo_bytes_by_hand() -> None:
+    # 4 vertices, parts 0 and 1 on machine 0, part 2 on machine 1; in-neighbours: v0 <- {2, 3},
+    # v1 <- {2}, v2 <- {0}, v3 <- {0}. Machine 0 fetches rows 2 and 3 once (v2 is read by two of its
+    # parts), machine 1 fetches row 0 once. Widths 2 and 1: 12 bytes a row forward, 4 back.
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    graph = SimpleNamespace(num_nodes=4, indptr=np.array([0, 2, 3, 4, 5]), indices=np.array([2, 3, 2, 0, 0]))
+    owner = np.array([0, 1, 2, 2])
+    sent, received = roc.machine_once_halo_bytes(graph, owner, np.array([0, 0, 1]), [2, 1])
+    assert sent.tolist() == [1 * 12 + 2 * 4, 2 * 12 + 1 * 4]
+    assert received.tolist() == [2 * 12 + 1 * 4, 1 * 12 + 2 * 4]
+    sent, received = roc.machine_once_halo_bytes(graph, owner, np.array([0, 0, 1]), [2, 1], training=False)
+    assert sent.tolist() == [12, 24] and received.tolist() == [24, 12]
+
+
+def test_halo_model_text_by_hand() -> None:
+    labels = list(roc.HALO_MODELS)
+    models = pd.DataFrame(
+        [
+            {"partition": "equal-vertex", **dict.fromkeys(labels, 40.0)},
+            {"partition": "equal-edge", **dict.fromkeys(labels, 60.0)},
+        ]
+    )
+    models.loc[1, labels[1]] = 50.0
+    text = roc.halo_model_text(models)
+    assert "1.50x" in text and f"least in '{labels[1]}', 1.25x" in text and "no halo model" in text
+    models.loc[1, labels[3]] = 30.0
+    assert "decides the port imbalance" in roc.halo_model_text(models)
