@@ -99,6 +99,7 @@ def test_element_points_change_one_element_each() -> None:
         "graph's vertices",
         "graph's degree",
         "memory",
+        *roc.NUMBERINGS,
     }
     for p in points:
         assert p.config["training"]["workers"] == roc.ELEMENT_GPUS
