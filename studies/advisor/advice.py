@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,7 +170,3 @@ def pareto_front(
         dominated = ((values <= values[i]).all(axis=1) & (values < values[i]).any(axis=1)).any()
         front.append(not dominated)
     return pd.Series(front, index=sim.index).reindex(table.index, fill_value=False)
-
-
-def now() -> float:
-    return time.perf_counter()

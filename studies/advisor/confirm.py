@@ -12,6 +12,7 @@ else the rank is shown as wrong; a closer pair is within noise.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,11 +74,7 @@ def confirm(
 def warm_epochs(results: list[dict[str, Any]]) -> tuple[float, float]:
     """The median epoch time of the warm epochs and their spread (range over median)."""
     times = sorted(float(r["epoch_s"]) for r in results[1:]) or [float(r["epoch_s"]) for r in results]
-    median = (
-        times[len(times) // 2]
-        if len(times) % 2
-        else (times[len(times) // 2 - 1] + times[len(times) // 2]) / 2
-    )
+    median = statistics.median(times)
     return median, (times[-1] - times[0]) / median if median > 0 else math.nan
 
 

@@ -14,6 +14,7 @@ ranking from the estimates it has (the page and the printed text say where it st
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import time
@@ -25,8 +26,10 @@ import pandas as pd
 
 from studies.advisor.advice import advice_table, fidelity_error, pareto_front, preprocessing_seconds
 from studies.advisor.search import (
+    FIRST_RUNG,
     BudgetExceeded,
     Evaluator,
+    Outcome,
     Score,
     SearchResult,
     exhaustive,
@@ -39,15 +42,9 @@ from workbench.errors import ConfigError
 
 @dataclass(frozen=True)
 class Request:
-    graph: str
-    hardware: str
-    graph_params: dict[str, Any] = field(default_factory=dict)
-    profile: str | None = None
-    model: str = "sage"
-    hidden: int = 256
-    fanouts: tuple[int, ...] = (10, 5)
-    sampler: str = "neighbor"
-    workers: int | None = None
+    """What to advise on (``base``: graph, cluster, model, sampler) and how to search."""
+
+    base: Base
     epochs: int = 10
     budget_s: float = 600.0
     confirm: int = 0
@@ -55,9 +52,8 @@ class Request:
     top: int = 5
     fidelity_error: float | None = None
     exhaustive: bool = False
-    seed: int = 0
     scheduler: str | None = None
-    restrictions: dict[str, Any] = field(default_factory=dict)
+    restrictions: Restrictions = field(default_factory=Restrictions)
     command: str = ""
 
 
@@ -74,20 +70,9 @@ def advise(request: Request, out: Path, progress: bool = True) -> Advice:
     """Search, rank, write ``out``/advice.csv and the page, and confirm the top ``request.confirm``."""
     start = time.perf_counter()
     say = progress_printer(progress)
-    cands = candidates(Restrictions(**{k: v for k, v in request.restrictions.items() if v is not None}))
-    base = Base(
-        graph=request.graph,
-        hardware=request.hardware,
-        model=request.model,
-        hidden=request.hidden,
-        fanouts=request.fanouts,
-        sampler=request.sampler,
-        profile=request.profile,
-        seed=request.seed,
-        graph_params=dict(request.graph_params),
-        workers=request.workers,
-        as_real=request.confirm > 0,
-    )
+    cands = candidates(request.restrictions)
+    # With --confirm, what is searched is what the real executors run.
+    base = dataclasses.replace(request.base, as_real=request.confirm > 0)
     evaluator = Evaluator(base, scheduler=request.scheduler)
     try:
         return _advise(request, out, base, cands, evaluator, start, say, progress)
@@ -105,7 +90,7 @@ def _advise(
     say: Any,
     progress: bool,
 ) -> Advice:
-    _first_fits_budget(evaluator, cands, request.budget_s, start)
+    first = _first_fits_budget(evaluator, cands, request.budget_s, start)
     if request.scheduler is None:  # on a cluster, each worker prepares what it is sent
         for i, c in enumerate(cands):
             say(f"preparing {i + 1}/{len(cands)}: {c.label}")
@@ -119,7 +104,15 @@ def _advise(
         result = exhaustive(evaluator, cands, say)
     else:
         try:
-            result = successive_halving(evaluator, cands, deadline, say, top=request.top, score=score)
+            result = successive_halving(
+                evaluator,
+                cands,
+                deadline,
+                say,
+                top=request.top,
+                score=score,
+                simulated={first.candidate: first},
+            )
         except BudgetExceeded as exc:
             stopped = f"the budget ({request.budget_s:g} s) ran out during rung {exc.rung + 1}; ranked from the estimates made so far"
             result = SearchResult(
@@ -133,7 +126,7 @@ def _advise(
     if progress and sys.stderr.isatty():
         print(file=sys.stderr)
     _refuse_if_nothing_fits(result, request)
-    fid = fidelity_error(request.profile, request.fidelity_error)
+    fid = fidelity_error(base.profile, request.fidelity_error)
     table = advice_table(result, pre, fid, request.epochs)
     table["pareto"] = pareto_front(table)
     out.mkdir(parents=True, exist_ok=True)
@@ -148,9 +141,9 @@ def _advise(
         )
         confirmed.to_csv(out / "confirm.csv", index=False)
     meta = {
-        "graph": request.graph + "".join(f", {k} {v}" for k, v in request.graph_params.items()),
-        "hardware": request.hardware,
-        "model": f"{request.model}, hidden {request.hidden}, fanouts {'/'.join(map(str, request.fanouts))}",
+        "graph": base.graph + "".join(f", {k} {v}" for k, v in base.graph_params.items()),
+        "hardware": base.hardware,
+        "model": f"{base.model}, hidden {base.hidden}, fanouts {'/'.join(map(str, base.fanouts))}",
         "epochs": request.epochs,
         "fidelity_source": fid.source,
         "search": _search_sentence(result, len(cands), result.rungs, stopped, evaluator.prepare_s),
@@ -163,20 +156,20 @@ def _advise(
     return Advice(table, result, _text(table, request, meta, stopped), stopped, confirmed)
 
 
-def _first_fits_budget(evaluator: Evaluator, cands: list[Candidate], budget_s: float, start: float) -> None:
-    """Refuse a budget smaller than the first candidate's preparation and first rung."""
-    from studies.advisor.search import FIRST_RUNG, Outcome
-
-    first = cands[0]
-    prepared = evaluator.prepare(first)
-    if not isinstance(prepared, str):
-        evaluator.simulate(Outcome(first), FIRST_RUNG, 0)
+def _first_fits_budget(
+    evaluator: Evaluator, cands: list[Candidate], budget_s: float, start: float
+) -> Outcome:
+    """Refuse a budget smaller than the first candidate's preparation and first rung; the first
+    candidate's first rung, for the search to start from."""
+    first = Outcome(cands[0])
+    evaluator.simulate(first, FIRST_RUNG, 0)
     spent = time.perf_counter() - start
     if spent > budget_s:
         raise ConfigError(
-            f"--budget {budget_s:g} s is less than one candidate needs: preparing {first.label} and "
+            f"--budget {budget_s:g} s is less than one candidate needs: preparing {first.candidate.label} and "
             f"simulating its first {FIRST_RUNG} iterations took {spent:.1f} s"
         )
+    return first
 
 
 def _refuse_if_nothing_fits(result: SearchResult, request: Request) -> None:
@@ -194,11 +187,11 @@ def _refuse_if_nothing_fits(result: SearchResult, request: Request) -> None:
     if overflows:
         need, peak, cap, label = min(overflows)
         raise ConfigError(
-            f"nothing fits on {request.hardware}: the smallest requirement is {label}, which needs {peak} "
+            f"nothing fits on {request.base.hardware}: the smallest requirement is {label}, which needs {peak} "
             f"on a GPU of {cap}"
         )
     reasons = sorted({o.skipped for o in result.outcomes})
-    raise ConfigError(f"no candidate could run on {request.hardware}: {reasons[0]}")
+    raise ConfigError(f"no candidate could run on {request.base.hardware}: {reasons[0]}")
 
 
 def _search_sentence(result: SearchResult, n: int, rungs: list[int], stopped: str, prepare_s: float) -> str:

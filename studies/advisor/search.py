@@ -101,12 +101,10 @@ class Evaluator:
     def __init__(
         self,
         base: Base,
-        progress: Callable[[str], None] | None = None,
         keep_traces: bool = True,
         scheduler: str | None = None,
     ) -> None:
         self.base = base
-        self.progress = progress or (lambda _: None)
         self.keep_traces = keep_traces and scheduler is None
         self.scheduler = scheduler
         self._client: Any = None
@@ -118,8 +116,14 @@ class Evaluator:
 
     def prepare(self, c: Candidate) -> Any:
         """The candidate's prepared run (its whole epoch sampled), or a ``str`` saying why there is none."""
+        prepared, seconds = self._prepare_timed(c)
+        self.prepare_s += seconds
+        return prepared
+
+    def _prepare_timed(self, c: Candidate) -> tuple[Any, float]:
+        """:meth:`prepare`'s result and the seconds it took now (0 when prepared before)."""
         if c in self._prepared:
-            return self._prepared[c]
+            return self._prepared[c], 0.0
         from workbench.config import config_from_dict
         from workbench.run import load_graph, prepare_run
 
@@ -132,9 +136,8 @@ class Evaluator:
             prepared: Any = prepare_run(config, graph=graph)
         except (ConfigError, PlanError) as exc:
             prepared = f"refused: {exc}"
-        self.prepare_s += time.perf_counter() - t0
         self._prepared[c] = prepared
-        return prepared
+        return prepared, time.perf_counter() - t0
 
     def epoch_iterations(self, c: Candidate) -> int:
         prepared = self.prepare(c)
@@ -192,10 +195,7 @@ class Evaluator:
         from sim import simulate
         from sim.calibrate import prepared_cost_model
 
-        prepare_before = self.prepare_s
-        prepared = self.prepare(c)
-        spent_preparing = self.prepare_s - prepare_before
-        self.prepare_s = prepare_before  # counted once, by _count
+        prepared, spent_preparing = self._prepare_timed(c)  # counted by _count, with the run
         if isinstance(prepared, str):
             return PrefixRun(skipped=prepared, prepare_s=spent_preparing)
         n = prepared.inputs.num_iterations
@@ -294,11 +294,18 @@ def rung_sizes(epoch_iterations: int) -> list[int]:
     little more and tells everything."""
     sizes = []
     r = FIRST_RUNG
-    while r < epoch_iterations and (not sizes or 2 * r < epoch_iterations):
+    while r < epoch_iterations:
         sizes.append(r)
-        r *= ETA
+        r = next_rung(r, epoch_iterations)
     sizes.append(epoch_iterations)
     return sizes
+
+
+def next_rung(r: int, epoch_iterations: int) -> int:
+    """The rung after one of ``r`` iterations: ``ETA`` times as many, or the whole epoch
+    (:data:`WHOLE_EPOCH`) once that would be half the longest epoch or more."""
+    longer = r * ETA
+    return longer if 2 * longer < epoch_iterations else WHOLE_EPOCH
 
 
 def successive_halving(
@@ -309,26 +316,27 @@ def successive_halving(
     top: int = 5,
     rank_rungs: int = 1,
     score: Score | None = None,
+    simulated: dict[Candidate, Outcome] | None = None,
 ) -> SearchResult:
     """The advisor's search (see the module docstring): the ``top`` candidates' order is refined for
-    ``rank_rungs`` rungs after the first, the first place's until it is resolved."""
+    ``rank_rungs`` rungs after the first, the first place's until it is resolved. ``simulated``:
+    candidates already simulated (a prefix that covers a rung is not simulated again)."""
     say = progress or (lambda _: None)
     score = score or Score()
     sim0, prep0, n0 = evaluator.sim_s, evaluator.prepare_s, evaluator.simulations
-    outcomes = {c: Outcome(c) for c in cands}
+    outcomes = {c: (simulated or {}).get(c) or Outcome(c) for c in cands}
     alive = list(cands)
     survivors: list[list[str]] = []
     r, k = FIRST_RUNG, 0
     while alive:
         _simulate_rung(evaluator, alive, outcomes, r, k, deadline, say)
-        simulated = [c for c in alive if outcomes[c].estimate is not None]
+        ran = [c for c in alive if outcomes[c].estimate is not None]
         # Past the ranking rung only the race for first place goes on.
-        alive = _contenders(simulated, outcomes, top if k < rank_rungs else 1, score)
+        alive = _contenders(ran, outcomes, top if k < rank_rungs else 1, score)
         survivors.append([c.label for c in alive])
         if _resolved(alive, outcomes, score) or r == WHOLE_EPOCH:
             break
-        longest = max(outcomes[c].estimate.epoch_iterations for c in alive)  # type: ignore[union-attr]
-        r = r * ETA if 2 * r * ETA < longest else WHOLE_EPOCH  # rung_sizes' rule
+        r = next_rung(r, max(outcomes[c].estimate.epoch_iterations for c in alive))  # type: ignore[union-attr]
         k += 1
     longest_epoch = max((o.estimate.epoch_iterations for o in outcomes.values() if o.estimate), default=1)
     return SearchResult(
@@ -351,7 +359,7 @@ def _simulate_rung(
     deadline: float | None,
     say: Callable[[str], None],
 ) -> None:
-    jobs = [(outcomes[c], r) for c in alive if not (outcomes[c].estimate and outcomes[c].estimate.exact)]
+    jobs = [(outcomes[c], r) for c in alive if not _covers(outcomes[c].estimate, r)]
     what = "whole epochs" if r == WHOLE_EPOCH else f"{r} iterations"
     for i, o in enumerate(evaluator.simulate_many(jobs, k)):
         say(f"rung {k + 1} ({what}): {i + 1}/{len(jobs)} {o.candidate.label}")
@@ -378,6 +386,11 @@ class Score:
         low = (e.epoch_s - half) * (1 - MARGIN)
         high = (e.epoch_s + half) * (1 + MARGIN)
         return fixed + self.epochs * low, fixed + self.epochs * high
+
+
+def _covers(estimate: Estimate | None, r: int) -> bool:
+    """Whether an estimate already rests on ``r`` iterations or on its whole epoch."""
+    return estimate is not None and (estimate.exact or estimate.iterations >= r)
 
 
 def _contenders(

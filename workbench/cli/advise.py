@@ -157,18 +157,22 @@ def _names(text: str | None, flag: str) -> tuple[str, ...] | None:
 
 def _advise(args: argparse.Namespace) -> int:
     from studies.advisor.run import Request, advise
+    from studies.advisor.space import Base, Restrictions
 
     budget = parse_budget(args.budget)
     request = Request(
-        graph=args.graph,
-        graph_params={"scale": args.scale} if args.scale is not None else {},
-        hardware=args.hardware,
-        profile=args.profile,
-        model=args.model,
-        hidden=args.hidden,
-        fanouts=tuple(parse_layer_sizes(args.fanouts, "--fanouts")),
-        sampler=args.sampler,
-        workers=args.workers,
+        base=Base(
+            graph=args.graph,
+            graph_params={"scale": args.scale} if args.scale is not None else {},
+            hardware=args.hardware,
+            profile=args.profile,
+            model=args.model,
+            hidden=args.hidden,
+            fanouts=tuple(parse_layer_sizes(args.fanouts, "--fanouts")),
+            sampler=args.sampler,
+            workers=args.workers,
+            seed=args.seed,
+        ),
         epochs=args.epochs,
         budget_s=budget,
         confirm=args.confirm,
@@ -176,16 +180,15 @@ def _advise(args: argparse.Namespace) -> int:
         top=args.top,
         fidelity_error=args.fidelity_error,
         exhaustive=args.exhaustive,
-        seed=args.seed,
         scheduler=args.scheduler,
-        restrictions={
-            "schemes": _names(args.schemes, "--schemes"),
-            "partitioners": _names(args.partitioners, "--partitioners"),
-            "placements": _names(args.placements, "--placements"),
-            "capacities": _names(args.capacities, "--capacities"),
-            "memory_policies": _names(args.memory_policies, "--memory-policies"),
-            "batch_sizes": tuple(parse_layer_sizes(args.batch_sizes, "--batch-sizes")),
-        },
+        restrictions=Restrictions(
+            schemes=_names(args.schemes, "--schemes"),
+            partitioners=_names(args.partitioners, "--partitioners"),
+            placements=_names(args.placements, "--placements"),
+            capacities=_names(args.capacities, "--capacities"),
+            memory_policies=_names(args.memory_policies, "--memory-policies"),
+            batch_sizes=tuple(parse_layer_sizes(args.batch_sizes, "--batch-sizes")),
+        ),
         command="gnnwb " + " ".join(sys.argv[1:]),
     )
     t0 = time.perf_counter()
