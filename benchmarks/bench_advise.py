@@ -17,6 +17,12 @@ prefix estimate against the whole epoch.
 
 Targets (issue 29): the same first choice in every cell, at most one fifth of exhaustive search's
 simulation time over the grid, top-5 Kendall tau at least 0.8 in every cell.
+
+``--margins`` measures instead what the search's bias ranges rest on: every candidate's estimate
+from its first 2, 4 and 12 iterations (where shorter than half its epoch) against its whole epoch,
+per cell and over the grid: the range of ``estimate / epoch - 1``, and whether it lies within the
+range the search allows (``studies.advisor.search.BIAS``). Measure it on other
+graphs than the study's (``--graph-seed 1``): the search is judged on the study's.
 """
 
 from __future__ import annotations
@@ -30,7 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import Machine, add_runs_option  # noqa: E402
 
-from studies.advisor.search import Evaluator, exhaustive, kendall_tau, successive_halving  # noqa: E402
+from studies.advisor.search import (  # noqa: E402
+    SCREEN_RUNG,
+    Evaluator,
+    exhaustive,
+    kendall_tau,
+    successive_halving,
+)
 from studies.advisor.space import Base, Restrictions, candidates  # noqa: E402
 from studies.study_crossover import CLUSTERS, grid_graphs  # noqa: E402
 
@@ -75,9 +87,18 @@ def one_run(
                     o.candidate.label,
                 )
                 for o in sh.outcomes
-                if o.estimate and o.candidate.label in whole
+                if o.estimate and o.candidate.label in whole and o.estimate.iterations > SCREEN_RUNG
             ]
-            worst = max(errors)
+            worst = max(errors, default=(0.0, 0.0, "none"))
+            # a screened estimate is used as a lower bound only: how far above the epoch it went
+            screened_over = max(
+                (
+                    o.estimate.epoch_s / whole[o.candidate.label] - 1
+                    for o in sh.outcomes
+                    if o.estimate and o.candidate.label in whole and o.estimate.iterations <= SCREEN_RUNG
+                ),
+                default=float("nan"),
+            )
             same = ex_order[0] == sh_order[0]
             tau = kendall_tau(ex_order[:5], sh_order)
             all_first &= same
@@ -89,7 +110,7 @@ def one_run(
                 f"{graph_label:26s} {cluster_label:20s} {epoch:3d} it  first {'same' if same else 'DIFFERENT'}"
                 f"  tau5 {tau:+.2f}  sim {sh.sim_s:5.2f} / {ex.sim_s:5.2f} s = {sh.sim_s / ex.sim_s:.2f}"
                 f"  ({sh.simulations} sims; survivors {[len(s) for s in sh.survivors]})"
-                f"  worst prefix error {worst[1]:+.1%} ({worst[2]})",
+                f"  worst prefix error {worst[1]:+.1%} ({worst[2]}); screened at most {screened_over:+.1%}",
                 flush=True,
             )
             if not same:
@@ -100,6 +121,50 @@ def one_run(
         f"exhaustive {sums['exhaustive']:.2f} s, ratio {ratio:.3f}"
     )
     return all_first, ratio, worst_tau
+
+
+def margins(quick: bool, space: str, cells: range, graph_seed: int) -> None:
+    from studies.advisor.search import BIAS
+
+    def allowed(r: int) -> tuple[float, float]:
+        return BIAS[max(k for k in BIAS if k <= r)]
+
+    cands = candidates(RESTRICTIONS if space == "crossover" else Restrictions(batch_sizes=(256,)))
+    print(
+        f"{len(cands)} candidates per cell ({space} space), graph seed {graph_seed}; bias allowed: "
+        f"{BIAS} (by prefix length)"
+    )
+    grid: dict[int, list[float]] = {}
+    cell = -1
+    for graph_label, graph in grid_graphs(not quick).items():
+        for cluster_label, hardware in CLUSTERS.items():
+            cell += 1
+            if cell not in cells:
+                continue
+            base = Base(graph=graph, hardware=hardware, hidden=256, graph_params={"seed": graph_seed})
+            ev = Evaluator(base, keep_traces=False)
+            biases: dict[int, list[float]] = {}
+            for c in cands:
+                whole = ev.run(c, 2**62, keep_trace=False).estimate
+                if whole is None or whole.epoch_s <= 0:
+                    continue
+                for r in (2, 4, 12):
+                    if 2 * r < whole.epoch_iterations:
+                        e = ev.run(c, r, keep_trace=False).estimate
+                        assert e is not None
+                        biases.setdefault(r, []).append(e.epoch_s / whole.epoch_s - 1)
+            words = []
+            for r, bs in sorted(biases.items()):
+                grid.setdefault(r, []).extend(bs)
+                words.append(f"{r} it: {min(bs):+.1%} .. {max(bs):+.1%}")
+            print(f"{graph_label:26s} {cluster_label:20s} " + "; ".join(words), flush=True)
+    for r, bs in sorted(grid.items()):
+        lo, hi = allowed(r)
+        inside = sum(lo <= b <= hi for b in bs)
+        print(
+            f"grid, {r} iterations: {len(bs)} estimates, bias {min(bs):+.1%} .. {max(bs):+.1%}; "
+            f"{inside} within the allowed {lo:+.0%} .. {hi:+.0%}"
+        )
 
 
 def main() -> None:
@@ -122,8 +187,24 @@ def main() -> None:
         "scheme, partitioner, placement at 5%% and 20%%, memory policy; batch 256)",
     )
     parser.add_argument("--cells", type=int, help="only the first N cells")
+    parser.add_argument(
+        "--margins", action="store_true", help="measure the prefix estimates' bias instead (see above)"
+    )
+    parser.add_argument(
+        "--from-cell", type=int, default=0, help="--margins: start at cell K (0-based), to split the grid"
+    )
+    parser.add_argument(
+        "--graph-seed",
+        type=int,
+        default=0,
+        help="--margins: the graphs' generator seed (not the study's 0: margins measured on other graphs)",
+    )
     add_runs_option(parser)
     args = parser.parse_args()
+    if args.margins:
+        last = 12 if args.cells is None else args.from_cell + args.cells
+        margins(args.quick, args.space, range(args.from_cell, last), args.graph_seed)
+        return
     machine = Machine.now()
     for run in range(args.runs):
         print(f"run {run + 1}/{args.runs}: top {args.top}, rank rungs {args.rank_rungs}")

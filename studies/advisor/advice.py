@@ -6,12 +6,15 @@ placement (its access-probability estimate included), each timed afresh on this 
 off) once per distinct choice. Sampling is not preprocessing here: every searched scheme samples
 inside its iterations, where the simulator prices it.
 
-**The interval** is a factor ``1 + r`` either way (``[t / (1 + r), t (1 + r)]``: a simulator off by
+**The interval** is ``[t / (1 + d), t (1 + u)]`` (a factor, not a difference: a simulator off by
 226%, as P3's held-out CPU run was, predicts a third of the time or three times it, never a
-negative time), where ``r`` combines two independent relative errors in quadrature:
+negative time), where ``u`` (how much longer) and ``d`` (how much shorter) each combine two
+independent relative errors in quadrature:
 
-* the per-iteration variation: the prefix estimate's own half-width (Student's t over blocks of
-  iterations, :mod:`studies.advisor.estimate`), 0 for a whole-epoch simulation;
+* the prefix's error: the range the search allows the epoch around a prefix estimate
+  (:func:`studies.advisor.search.true_over_estimate`: its half-width, Student's t over blocks of
+  iterations, and the bias range measured for a prefix of that length), so a candidate the table
+  shows apart from the first is one the search could tell apart; 0 for a whole-epoch simulation;
 * the simulator's measured fidelity error for the scheme: the median |epoch error| of held-out
   configurations that ``gnnwb validate`` or ``gnnwb fidelity`` wrote (``summary.json``) beside the
   profile, per scheme where it has one, else over all; ``--fidelity-error`` overrides it. Without a
@@ -31,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from studies.advisor.search import Evaluator, Outcome, SearchResult
+from studies.advisor.search import Evaluator, Outcome, SearchResult, true_over_estimate
 from studies.advisor.space import Candidate
 from workbench.errors import ConfigError
 
@@ -130,11 +133,14 @@ def _row(o: Outcome, preprocess_s: float, fidelity: FidelityError, epochs: int) 
     if e is None:
         return {**row, "skipped": o.skipped or "not simulated", "epoch_s": math.nan, "train_s": math.nan}
     variation = 0.0 if e.exact or math.isnan(e.half_width_s) else e.half_width_s / e.epoch_s
+    shorter, longer = true_over_estimate(e)
+    prefix_up = longer - 1
+    prefix_down = (1 / shorter - 1) if shorter > 0 else math.inf
     fid = fidelity.of(
         o.candidate.scheme if o.candidate.memory == "-" else f"{o.candidate.scheme}-{o.candidate.memory}"
     )
-    rel = math.hypot(variation, fid)
-    low, high = e.epoch_s / (1 + rel), e.epoch_s * (1 + rel)
+    low = e.epoch_s / (1 + math.hypot(prefix_down, fid))
+    high = e.epoch_s * (1 + math.hypot(prefix_up, fid))
     row.update(
         {
             "skipped": "",
@@ -146,6 +152,8 @@ def _row(o: Outcome, preprocess_s: float, fidelity: FidelityError, epochs: int) 
             "train_low_s": preprocess_s + epochs * low,
             "train_high_s": preprocess_s + epochs * high,
             "variation": variation,
+            "prefix_up": prefix_up,
+            "prefix_down": prefix_down,
             "fidelity_error": fid,
             "iterations_simulated": e.iterations,
             "epoch_iterations": e.epoch_iterations,

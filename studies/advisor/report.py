@@ -260,8 +260,10 @@ def _interval_words(row: pd.Series) -> str:
         )
     fid = fid if measured else "no measured fidelity error (no profile gave one)"
     return (
-        f"The interval combines the per-iteration variation ({_percent(variation)}) with {fid}, in "
-        f"quadrature, over the epochs ({timed})."
+        f"The interval combines the prefix's error (the whole epoch may be up to {_percent(row.get('prefix_up'))} "
+        f"longer or {_percent(row.get('prefix_down'))} shorter than the estimate from {_iterations(row)} "
+        f"iterations: their variation, {_percent(variation)}, and the bias measured for prefixes of that "
+        f"length on other graphs) with {fid}, in quadrature, over the epochs ({timed})."
     )
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from studies.advisor.advice import advice_table, fidelity_error, pareto_front, preprocessing_seconds
 from studies.advisor.search import (
-    FIRST_RUNG,
+    SCREEN_RUNG,
     BudgetExceeded,
     Evaluator,
     Outcome,
@@ -162,12 +162,12 @@ def _first_fits_budget(
     """Refuse a budget smaller than the first candidate's preparation and first rung; the first
     candidate's first rung, for the search to start from."""
     first = Outcome(cands[0])
-    evaluator.simulate(first, FIRST_RUNG, 0)
+    evaluator.simulate(first, SCREEN_RUNG, 0)
     spent = time.perf_counter() - start
     if spent > budget_s:
         raise ConfigError(
             f"--budget {budget_s:g} s is less than one candidate needs: preparing {first.candidate.label} and "
-            f"simulating its first {FIRST_RUNG} iterations took {spent:.1f} s"
+            f"simulating its first {SCREEN_RUNG} iterations took {spent:.1f} s"
         )
     return first
 

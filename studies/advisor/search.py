@@ -3,20 +3,36 @@
 Every candidate is prepared once (graph, partition, placement and the whole epoch's samples, through
 the spine and sample caches, so candidates that share a partition or a sampled epoch share it). A
 **rung** simulates each surviving candidate's first ``r`` iterations and estimates its epoch from
-them (:mod:`studies.advisor.estimate`). Rungs grow by ``ETA`` (4, 12, 36, ... iterations, even, capped
-at the epoch), the last being the whole epoch, where the estimate is exhaustive search's own figure.
+them (:mod:`studies.advisor.estimate`). The first rung **screens**: two iterations, the least that
+says anything past the cold start. Then rungs of 4 iterations growing by ``ETA`` (4, 12, 36, ...),
+the last being the whole epoch, where the estimate is exhaustive search's own figure.
 
-Who survives a rung: the candidates whose interval, widened by ``MARGIN`` for the prefix's bias, still
-reaches the best candidate's. This is successive halving's elimination with the fraction kept set by
-the evidence instead of fixed at ``1 / ETA``: a fixed fraction drops a candidate tied with the best as
-readily as a hopeless one, and the advisor must find exhaustive search's first choice, so a candidate
-goes only when its prefix says it cannot be first. Candidates dropped keep their last estimate for the
-ranking (and say at which rung they stopped). The search ends when one candidate is left or every
-survivor has been simulated whole.
+Who survives a rung: the candidates whose interval, widened by the prefix's bias range, still
+reaches the ``top``-th best upper bound (the **reach**). This is successive halving's elimination with
+the fraction kept set by the evidence instead of fixed at ``1 / ETA``: a fixed fraction drops a
+candidate tied with the best as readily as a hopeless one, and the advisor must find exhaustive
+search's first choice, so a candidate goes only when its prefix says it cannot be among the first.
+Candidates dropped keep their last estimate for the ranking (and say at which rung they stopped).
+After the ranking rungs only the race for first place goes on; the search ends when the survivors'
+intervals no longer overlap or every survivor has been simulated whole.
 
-``MARGIN``: on the crossover grid's 144 candidates (full-mode graphs) the prefix estimates at 4 and
-12 iterations came within 5.6% of the whole epoch's (``benchmarks/bench_advise.py`` prints the worst
-it sees per cell), so the bound is that rounded up with room: 8%.
+**Screening** prunes as branch and bound does. A space's candidates lie far apart (on the crossover
+grid's full-mode cells, 2-3% of the 259 minibatch candidates on the 8-GPU clusters are within twice
+the best one's epoch), and where an epoch is short (17 iterations on 8 GPUs) a first rung of four
+iterations alone costs a quarter of simulating every epoch whole, so a cheaper first look pays. But a
+two-iteration estimate is one-sided: its second iteration is a tail that no later prefetch competes
+with, so it can be far too low (up to 83% where feature copies dominate) and is never much too high
+(at most ``BIAS[SCREEN_RUNG][1]``). It is therefore used only as a **lower bound**: the reach comes from
+candidates whose bounds hold both ways, the exact ones and the **pilots**, the ``PILOTS x top`` best
+screened of each scheme, which are simulated at the first full rung first; every other candidate
+whose screened lower bound is past that reach is dropped without a longer look. A space where every
+candidate would be a pilot is not screened.
+
+The bias ranges ``BIAS`` are measured, on other graphs than the crossover study's
+(its generators with seed 1), by ``benchmarks/bench_advise.py --margins --graph-seed 1``:
+over the 12 cells' 272 candidates each, the 2-iteration estimates were -83.1% to +7.5% off the
+whole epoch (1,554 estimates), the 4-iteration ones -14.4% to +15.1% (1,554), the 12-iteration ones
+-2.8% to +3.6% (518, the 4-GPU cells' epochs only).
 
 **Score.** Candidates race on time to train ``epochs`` epochs: their preprocessing seconds (given,
 measured once per distinct partition and placement) plus ``epochs`` times the epoch estimate; with
@@ -31,6 +47,7 @@ import dataclasses
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,9 +58,36 @@ from studies.advisor.estimate import Estimate, from_prefix
 from studies.advisor.space import Base, Candidate
 from workbench.errors import ConfigError, InfeasiblePlanError, PlanError, WorkbenchError
 
+SCREEN_RUNG = 2
 FIRST_RUNG = 4
 ETA = 3
-MARGIN = 0.08
+PILOTS = 1  # x top, per scheme: the best screened candidates simulated at the first full rung
+# The range of a prefix estimate's bias ``estimate / whole epoch - 1`` the search allows, by the
+# prefix's length (the longest listed at or below it): measured on other graphs than the study's
+# (see the module docstring), rounded out to the next 5%.
+BIAS = {
+    SCREEN_RUNG: (-0.85, 0.10),  # far too low at times, never far too high: a lower bound only
+    FIRST_RUNG: (-0.15, 0.20),
+    FIRST_RUNG * ETA: (-0.05, 0.05),
+}
+
+
+def bias(e: Estimate) -> tuple[float, float]:
+    """The bias range the search allows estimate ``e`` (none once the epoch was simulated whole)."""
+    if e.exact:
+        return (0.0, 0.0)
+    return BIAS[max(r for r in BIAS if r <= e.iterations)]
+
+
+def true_over_estimate(e: Estimate) -> tuple[float, float]:
+    """How far the whole epoch may lie from estimate ``e``, as factors ``(a, b)`` with
+    ``a e <= epoch <= b e``: the estimate's half-width and its bias range (an exact estimate:
+    ``(1, 1)``; one block's has no width yet, so its bias range alone)."""
+    if e.exact or e.epoch_s <= 0:
+        return (1.0, 1.0)
+    low_bias, high_bias = bias(e)
+    half = 0.0 if math.isnan(e.half_width_s) else e.half_width_s / e.epoch_s
+    return (max(0.0, 1 - half) / (1 + high_bias), (1 + half) / (1 + low_bias))
 
 
 @dataclass
@@ -289,11 +333,11 @@ class SearchResult:
 
 
 def rung_sizes(epoch_iterations: int) -> list[int]:
-    """4, 12, 36, ... iterations, then the whole epoch (reached only by candidates still tied):
-    after the first, a rung of half the epoch or more is skipped for the whole, which costs
-    little more and tells everything."""
+    """2 (screening), 4, 12, 36, ... iterations, then the whole epoch (reached only by candidates
+    still tied): after the first, a rung of half the epoch or more is skipped for the whole, which
+    costs little more and tells everything."""
     sizes = []
-    r = FIRST_RUNG
+    r = SCREEN_RUNG
     while r < epoch_iterations:
         sizes.append(r)
         r = next_rung(r, epoch_iterations)
@@ -302,9 +346,10 @@ def rung_sizes(epoch_iterations: int) -> list[int]:
 
 
 def next_rung(r: int, epoch_iterations: int) -> int:
-    """The rung after one of ``r`` iterations: ``ETA`` times as many, or the whole epoch
-    (:data:`WHOLE_EPOCH`) once that would be half the longest epoch or more."""
-    longer = r * ETA
+    """The rung after one of ``r`` iterations: the first with a middle after screening, then
+    ``ETA`` times as many, or the whole epoch (:data:`WHOLE_EPOCH`) once that would be half the
+    longest epoch or more."""
+    longer = FIRST_RUNG if r < FIRST_RUNG else r * ETA
     return longer if 2 * longer < epoch_iterations else WHOLE_EPOCH
 
 
@@ -319,35 +364,89 @@ def successive_halving(
     simulated: dict[Candidate, Outcome] | None = None,
 ) -> SearchResult:
     """The advisor's search (see the module docstring): the ``top`` candidates' order is refined for
-    ``rank_rungs`` rungs after the first, the first place's until it is resolved. ``simulated``:
-    candidates already simulated (a prefix that covers a rung is not simulated again)."""
+    ``rank_rungs`` rungs after the first with a middle (the one after screening), the first place's
+    until it is resolved. ``simulated``: candidates already simulated (a prefix that covers a rung is
+    not simulated again)."""
     say = progress or (lambda _: None)
     score = score or Score()
     sim0, prep0, n0 = evaluator.sim_s, evaluator.prepare_s, evaluator.simulations
     outcomes = {c: (simulated or {}).get(c) or Outcome(c) for c in cands}
-    alive = list(cands)
     survivors: list[list[str]] = []
-    r, k = FIRST_RUNG, 0
-    while alive:
+    # Where every candidate would be a pilot, a screen only adds its two iterations to each.
+    screens = any(n > PILOTS * top for n in Counter(c.scheme for c in cands).values())
+    alive = list(cands)
+    if screens:
+        _simulate_rung(evaluator, alive, outcomes, SCREEN_RUNG, 0, deadline, say)
+        ran = [c for c in cands if outcomes[c].estimate is not None]
+        alive = _screen(evaluator, ran, outcomes, top, score, deadline, say)
+        survivors.append([c.label for c in alive])
+    r, k = FIRST_RUNG, 1
+    while alive and not _resolved(alive, outcomes, score):
+        r = _rung_for(r, alive, outcomes)
         _simulate_rung(evaluator, alive, outcomes, r, k, deadline, say)
         ran = [c for c in alive if outcomes[c].estimate is not None]
-        # Past the ranking rung only the race for first place goes on.
-        alive = _contenders(ran, outcomes, top if k < rank_rungs else 1, score)
+        # Past the ranking rungs only the race for first place goes on.
+        alive = _contenders(ran, outcomes, top if k <= rank_rungs else 1, score)
         survivors.append([c.label for c in alive])
-        if _resolved(alive, outcomes, score) or r == WHOLE_EPOCH:
+        if r == WHOLE_EPOCH:
             break
         r = next_rung(r, max(outcomes[c].estimate.epoch_iterations for c in alive))  # type: ignore[union-attr]
         k += 1
     longest_epoch = max((o.estimate.epoch_iterations for o in outcomes.values() if o.estimate), default=1)
+    rungs = rung_sizes(longest_epoch)
     return SearchResult(
         list(outcomes.values()),
-        rung_sizes(longest_epoch),
+        rungs if screens else [r for r in rungs if r != SCREEN_RUNG] or rungs,
         evaluator.sim_s - sim0,
         evaluator.prepare_s - prep0,
         evaluator.simulations - n0,
         "successive halving",
         survivors,
     )
+
+
+def _rung_for(r: int, alive: list[Candidate], outcomes: dict[Candidate, Outcome]) -> int:
+    """``r``, or the whole epoch where ``r`` would be half the longest survivor's epoch or more
+    (``r`` while no survivor has been simulated yet)."""
+    known = [o.estimate.epoch_iterations for c in alive if (o := outcomes[c]).estimate is not None]
+    return r if not known or 2 * r < max(known) else WHOLE_EPOCH
+
+
+def _screen(
+    evaluator: Evaluator,
+    ran: list[Candidate],
+    outcomes: dict[Candidate, Outcome],
+    top: int,
+    score: Score,
+    deadline: float | None,
+    say: Callable[[str], None],
+) -> list[Candidate]:
+    """Drop the screened candidates whose two-iteration lower bound is past the reach, the
+    ``top``-th best upper bound among candidates whose bounds hold: the exact ones and the pilots
+    (:func:`pilots`), simulated at the first full rung now (see the module docstring)."""
+    exact = [c for c in ran if outcomes[c].estimate.exact]  # type: ignore[union-attr]
+    chosen = pilots([c for c in ran if c not in exact], outcomes, top, score)
+    if chosen:
+        _simulate_rung(evaluator, chosen, outcomes, _rung_for(FIRST_RUNG, chosen, outcomes), 1, deadline, say)
+    known = exact + [c for c in chosen if outcomes[c].estimate is not None]
+    if not known:
+        return ran
+    uppers = sorted(score.bounds(outcomes[c])[1] for c in known)
+    reach = uppers[min(top, len(uppers)) - 1]
+    return [c for c in ran if outcomes[c].estimate is not None and score.bounds(outcomes[c])[0] <= reach]
+
+
+def pilots(
+    screened: list[Candidate], outcomes: dict[Candidate, Outcome], top: int, score: Score
+) -> list[Candidate]:
+    """The ``PILOTS x top`` best screened candidates of each scheme, by their lower bounds. Per
+    scheme, because how far a two-iteration estimate falls short is a matter of the scheme's
+    pipeline (which copies its tail leaves out): the best screened over all would be the schemes
+    screened lowest, not the fastest."""
+    by_scheme: dict[str, list[Candidate]] = {}
+    for c in sorted(screened, key=lambda c: (score.bounds(outcomes[c])[0], c.label)):
+        by_scheme.setdefault(c.scheme, []).append(c)
+    return [c for group in by_scheme.values() for c in group[: PILOTS * top]]
 
 
 def _simulate_rung(
@@ -375,17 +474,13 @@ class Score:
     fixed_s: dict[Candidate, float] = field(default_factory=dict)
 
     def bounds(self, o: Outcome) -> tuple[float, float]:
-        """The interval a candidate's score may lie in: its estimate's, widened by MARGIN for the
-        prefix's bias (an exact estimate has no bias and no width; one block's has no width yet)."""
+        """The interval a candidate's score may lie in: its estimate's, widened by its prefix's bias
+        range (:func:`true_over_estimate`)."""
         e = o.estimate
         assert e is not None
         fixed = self.fixed_s.get(o.candidate, 0.0)
-        if e.exact:
-            return fixed + self.epochs * e.epoch_s, fixed + self.epochs * e.epoch_s
-        half = 0.0 if math.isnan(e.half_width_s) else e.half_width_s
-        low = (e.epoch_s - half) * (1 - MARGIN)
-        high = (e.epoch_s + half) * (1 + MARGIN)
-        return fixed + self.epochs * low, fixed + self.epochs * high
+        a, b = true_over_estimate(e)
+        return fixed + self.epochs * a * e.epoch_s, fixed + self.epochs * b * e.epoch_s
 
 
 def _covers(estimate: Estimate | None, r: int) -> bool:
@@ -407,9 +502,12 @@ def _contenders(
 
 
 def _resolved(alive: list[Candidate], outcomes: dict[Candidate, Outcome], score: Score) -> bool:
-    """Every survivor exact, or no two survivors' intervals overlap (their order is known)."""
+    """Every survivor exact, or no two survivors' intervals overlap (their order is known); not
+    while one is still unsimulated."""
     if not alive:
         return True
+    if any(outcomes[c].estimate is None for c in alive):
+        return False
     if all(outcomes[c].estimate.exact for c in alive):  # type: ignore[union-attr]
         return True
     spans = sorted(score.bounds(outcomes[c]) for c in alive)
@@ -481,7 +579,10 @@ def progress_printer(enabled: bool, every_s: float = 2.0) -> Callable[[str], Non
 __all__ = [
     "ETA",
     "FIRST_RUNG",
-    "MARGIN",
+    "BIAS",
+    "SCREEN_RUNG",
+    "bias",
+    "true_over_estimate",
     "BudgetExceeded",
     "Evaluator",
     "Outcome",

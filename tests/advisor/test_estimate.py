@@ -46,6 +46,12 @@ def test_one_block_has_no_width_yet_and_a_whole_epoch_is_exact() -> None:
     assert whole == Estimate(11.0, 0.0, 4, 4) and whole.exact
 
 
+def test_two_iterations_extrapolate_the_second_with_no_width() -> None:
+    # no middle: the second increment stands for the 19 after the cold first, 5 + 19 * 2 = 43
+    e = from_prefix(_trace([5, 2]), 20)
+    assert e.epoch_s == pytest.approx(43.0) and math.isnan(e.half_width_s) and not e.exact
+
+
 def test_too_short_a_prefix_is_refused() -> None:
-    with pytest.raises(ValueError, match="no middle"):
-        from_prefix(_trace([5, 2]), 20)
+    with pytest.raises(ValueError, match="nothing after the cold start"):
+        from_prefix(_trace([5]), 20)
