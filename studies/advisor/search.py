@@ -431,8 +431,7 @@ def _screen(
     known = exact + [c for c in chosen if outcomes[c].estimate is not None]
     if not known:
         return ran
-    uppers = sorted(score.bounds(outcomes[c])[1] for c in known)
-    reach = uppers[min(top, len(uppers)) - 1]
+    reach = _reach(known, outcomes, top, score)
     return [c for c in ran if outcomes[c].estimate is not None and score.bounds(outcomes[c])[0] <= reach]
 
 
@@ -495,10 +494,15 @@ def _contenders(
     ``top``-th best upper bound."""
     if not alive:
         return []
-    bounds = {c: score.bounds(outcomes[c]) for c in alive}
-    uppers = sorted(b[1] for b in bounds.values())
-    reach = uppers[min(top, len(uppers)) - 1]
-    return [c for c in alive if bounds[c][0] <= reach]
+    reach = _reach(alive, outcomes, top, score)
+    return [c for c in alive if score.bounds(outcomes[c])[0] <= reach]
+
+
+def _reach(known: list[Candidate], outcomes: dict[Candidate, Outcome], top: int, score: Score) -> float:
+    """The ``top``-th best upper bound among ``known``: a candidate whose lower bound is past it
+    cannot be among the first ``top``."""
+    uppers = sorted(score.bounds(outcomes[c])[1] for c in known)
+    return uppers[min(top, len(uppers)) - 1]
 
 
 def _resolved(alive: list[Candidate], outcomes: dict[Candidate, Outcome], score: Score) -> bool:
