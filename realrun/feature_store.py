@@ -96,7 +96,7 @@ def peer_reads_possible(inputs: SchemeInputs) -> bool:
     for group in placement.groups():
         for w in group:
             others = [g for g in group if g != w]
-            if others and (np.isin(placement.home, others) & ~inputs.cached_masks[w]).any():  # type: ignore[index]
+            if others and (np.isin(placement.home, others) & ~placement.cached_mask(w)).any():
                 return True
     return False
 

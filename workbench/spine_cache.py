@@ -39,7 +39,7 @@ from workbench.strategies.partition.base import Partitioner, PartitionResult
 from workbench.strategies.placement.base import AccessModel, Placement, PlacementRequest, PlacementResult
 from workbench.strategies.placement.probability import request_probability, resolve_estimator
 
-CACHE_VERSION = 1  # bump when a key or a file layout changes, or a cached strategy's decisions do
+CACHE_VERSION = 2  # bump when a key or a file layout changes, or a cached strategy's decisions do
 MEMORY_ENTRIES = 6  # per kind: enough for a sweep's hardware x placement points in flight
 
 T = TypeVar("T")
@@ -271,10 +271,17 @@ def _partition_from(arrays: Arrays, graph: CSRGraph) -> PartitionResult:
 
 
 def _placement_arrays(result: PlacementResult) -> Arrays:
+    """A placement's arrays, an array that GPUs share (a replicated cache) written once:
+    ``set_of[g]`` is GPU ``g``'s array among the distinct ones."""
     groups = result.peer_groups
+    distinct: dict[int, int] = {}
+    for verts in result.gpu_vertices:
+        distinct.setdefault(id(verts), len(distinct))
+    arrays = list({id(v): v for v in result.gpu_vertices}.values())
     return {
-        "vertices": np.concatenate(result.gpu_vertices) if result.gpu_vertices else np.zeros(0, np.int64),
-        "lengths": np.array([v.shape[0] for v in result.gpu_vertices], dtype=np.int64),
+        "vertices": np.concatenate(arrays) if arrays else np.zeros(0, np.int64),
+        "lengths": np.array([v.shape[0] for v in arrays], dtype=np.int64),
+        "set_of": np.array([distinct[id(v)] for v in result.gpu_vertices], dtype=np.int64),
         "home": result.home,
         "has_groups": np.array([groups is not None]),
         "groups": np.array([g for grp in groups or () for g in grp], dtype=np.int64),
@@ -284,7 +291,10 @@ def _placement_arrays(result: PlacementResult) -> Arrays:
 
 def _placement_from(arrays: Arrays) -> PlacementResult:
     cuts = np.cumsum(arrays["lengths"])[:-1]
-    vertices = [v.astype(np.int64, copy=True) for v in np.split(arrays["vertices"], cuts)]
+    distinct = [v.astype(np.int64, copy=True) for v in np.split(arrays["vertices"], cuts)]
+    for verts in distinct:
+        verts.setflags(write=False)  # shared by the GPUs whose set_of names it
+    vertices = [distinct[k] for k in arrays["set_of"].tolist()]
     groups = None
     if bool(arrays["has_groups"][0]):
         flat = arrays["groups"].tolist()

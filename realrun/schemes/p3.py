@@ -204,8 +204,8 @@ class P3Executor(ModelCentricExecutor):
         begin, end = self.bounds
         self.feature_slice = host_features(graph.features()[:, begin:end], ctx.device)
         self.host_rows = HostRows(ctx.device)
-        masks = ctx.inputs.cached_masks
-        cached = np.flatnonzero(masks[ctx.rank]) if masks is not None else np.empty(0, dtype=np.int64)
+        placement = ctx.inputs.placement
+        cached = placement.gpu_vertices[ctx.rank] if placement is not None else np.empty(0, dtype=np.int64)
         self.cache_slot = np.full(graph.num_nodes, -1, dtype=np.int64)
         self.cache_slot[cached] = np.arange(cached.shape[0], dtype=np.int64)
         self.cache = self.feature_slice[torch.from_numpy(cached)].to(ctx.device)

@@ -76,3 +76,47 @@ def test_one_machine_without_a_cache_reads_everything_from_its_host_in_request_o
         assert (read.kind, read.source) == ("host", cluster.machines[0].host_node)
         assert np.array_equal(read.vertices, request)
     assert feature_reads(inputs, 0, np.zeros(0, dtype=np.int64)) == []
+
+
+def one_machine_inputs(caches: list[np.ndarray], home: np.ndarray) -> SchemeInputs:
+    graph = load_dataset("er:n=403,deg=4")  # 403: the last byte of a cache's bits is partly used
+    cluster = load_hardware("v100x8-nvswitch")
+    workers = cluster.gpu_nodes()[:2]
+    owner = np.arange(graph.num_nodes, dtype=np.int64) % 2
+    model = build_model("sage", graph.feat_dim, graph.num_classes, hidden=8, num_layers=2)
+    placement = PlacementResult(caches, home)
+    return SchemeInputs(
+        graph, cluster, model, workers, PartitionResult(graph, owner, 2), [], graph.feat_dim * 4, placement
+    )
+
+
+def test_a_whole_cache_is_read_locally_and_a_peer_holding_vertices_splits_the_request():
+    n = 403
+    everything = np.arange(n, dtype=np.int64)
+    whole = one_machine_inputs([everything, everything], np.full(n, -1, dtype=np.int64))
+    assert [s.only for s in whole.read_sources] == [0, 0]  # every code is 0: one read, no split
+    (read,) = feature_reads(whole, 1, everything[::-1])
+    assert read.kind == "local" and np.array_equal(read.vertices, everything[::-1])
+    # GPU 1 caches vertices 0..9 (their home): GPU 0 reads them from its peer, the rest from host.
+    mine = np.arange(10, dtype=np.int64)
+    home = np.full(n, -1, dtype=np.int64)
+    home[mine] = 1
+    split = one_machine_inputs([np.empty(0, dtype=np.int64), mine], home)
+    assert split.read_sources[0].only is None
+    reads = {r.kind: r.vertices.tolist() for r in feature_reads(split, 0, everything)}
+    assert reads == {"peer": mine.tolist(), "host": list(range(10, n))}
+
+
+def test_cache_bits_answer_as_a_mask_would_and_a_shared_array_is_one_set():
+    n = 403
+    rng = np.random.default_rng(4)
+    shared = np.flatnonzero(rng.random(n) < 0.3).astype(np.int64)
+    own = np.array([0, 7, 8, 401, 402], dtype=np.int64)  # both ends of a byte, the last bits
+    placement = PlacementResult([shared, own, shared], np.full(n, -1, dtype=np.int64))
+    members = placement.membership
+    assert len(members._bits) == 2  # GPUs 0 and 2 hold the same array
+    probe = rng.permutation(n)
+    for gpu, verts in enumerate([shared, own, shared]):
+        expected = np.isin(probe, verts)
+        assert np.array_equal(members.contains(gpu, probe), expected)
+        assert np.array_equal(placement.cached_mask(gpu), np.isin(np.arange(n), verts))

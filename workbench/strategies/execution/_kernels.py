@@ -15,12 +15,10 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 
 
 @njit(cache=True)
-def split_by_code(vertices: np.ndarray, codes: np.ndarray, num_codes: int) -> tuple[np.ndarray, np.ndarray]:
-    """``vertices`` grouped by ``codes[vertex]`` (a stable counting sort), and the size of each group."""
+def split_by_code(vertices: np.ndarray, code: np.ndarray, num_codes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``vertices`` grouped by their ``code`` (aligned with them; a stable counting sort), and the
+    size of each group."""
     n = vertices.shape[0]
-    code = np.empty(n, dtype=codes.dtype)
-    for i in range(n):
-        code[i] = codes[vertices[i]]
     # Four counters per code: runs of one code would otherwise wait on the same counter.
     lanes = np.zeros((4, num_codes), dtype=np.int64)
     for i in range(n):

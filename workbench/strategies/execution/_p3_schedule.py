@@ -295,8 +295,12 @@ def _partial_step(
 ) -> PartialStep:
     """Worker ``i``'s partial first layer of worker ``j``'s minibatch ``mb``."""
     vertices = mb.input_nodes
-    masks = inputs.cached_masks
-    cached = masks[i][vertices] if masks is not None else np.zeros(vertices.shape[0], dtype=bool)
+    placement = inputs.placement
+    cached = (
+        placement.membership.contains(i, vertices)
+        if placement is not None
+        else np.zeros(vertices.shape[0], dtype=bool)
+    )
     hits = bool(cached.any())
     misses = not bool(cached.all())
     read = SliceRead(

@@ -122,48 +122,76 @@ class SchemeInputs:
         return self.host_of_machine(int(self.worker_machine[w]))
 
     @cached_property
-    def cached_masks(self) -> list[np.ndarray] | None:
-        """Per worker, which vertices its GPU caches (None without a placement)."""
-        if self.placement is None:
-            return None
-        return [self.placement.cached_mask(g) for g in range(self.num_workers)]
-
-    @cached_property
-    def read_sources(self) -> list[tuple[np.ndarray, list[tuple[str, str]]]]:
-        """Per worker ``w``: where it reads each vertex's features, as a code per vertex, and the
-        ``(kind, source node)`` of each code, in :func:`feature_reads`' order.
-
-        A vertex in ``w``'s GPU cache is local (code 0); else one a GPU of ``w``'s peer group
-        caches (the placement's ``home`` names which) comes from that peer (codes 1..P, the
-        group's order); else from the host memory of the machine that owns it (code P + 1 + m).
-        """
-        out = []
+    def read_sources(self) -> list[ReadSources]:
+        """Per worker ``w``: where it reads each vertex's features, as a code per vertex (see
+        :class:`ReadSources`), and the ``(kind, source node)`` of each code, in
+        :func:`feature_reads`' order."""
         machines = len(self.cluster.machines)
+        vertex_machine = self.vertex_machine
+        holding = np.bincount(vertex_machine, minlength=machines)
+        only_machine = int(np.flatnonzero(holding)[0]) if np.count_nonzero(holding) == 1 else None
+        home_counts = None
+        if self.placement is not None:
+            home_counts = np.bincount(self.placement.home + 1, minlength=self.num_workers + 1)
+        out = []
         for w in range(self.num_workers):
             mine = int(self.worker_machine[w])
             peers: list[int] = []
             if self.placement is not None:
                 group = next(g for g in self.placement.groups() if w in g)
                 peers = [p for p in group if p != w]
-            codes = (len(peers) + 1 + self.vertex_machine).astype(np.int16)
-            if self.placement is not None:
-                home = self.placement.home
-                for rank, peer in enumerate(peers):
-                    codes[home == peer] = 1 + rank
-                codes[self.cached_masks[w]] = 0  # type: ignore[index]
             sources = [("local", self.workers[w])] + [("peer", self.workers[p]) for p in peers]
             sources += [("host" if m == mine else "remote", self.host_of_machine(m)) for m in range(machines)]
-            out.append((codes, sources))
+            peer_code = np.full(self.num_workers + 1, -1, dtype=np.int16)  # indexed by home + 1
+            for rank, p in enumerate(peers):
+                peer_code[p + 1] = 1 + rank
+            only = None
+            cached = 0 if self.placement is None else int(self.placement.gpu_vertices[w].shape[0])
+            if self.graph.num_nodes and cached == self.graph.num_nodes:
+                only = 0
+            elif cached == 0 and only_machine is not None:
+                if home_counts is None or not any(home_counts[p + 1] for p in peers):
+                    only = len(peers) + 1 + only_machine
+            out.append(ReadSources(self, w, len(peers) + 1, peer_code, sources, only))
         return out
 
-    @cached_property
-    def single_source(self) -> list[int | None]:
-        """Per worker, the one source code of every vertex when there is only one, else None."""
-        out: list[int | None] = []
-        for codes, _ in self.read_sources:
-            first = int(codes[0]) if codes.size else 0
-            out.append(first if not codes.size or bool((codes == first).all()) else None)
-        return out
+
+class ReadSources:
+    """Where worker ``w`` reads vertices' features from, as a code per vertex.
+
+    A vertex in ``w``'s GPU cache is local (code 0); else one a GPU of ``w``'s peer group
+    caches (the placement's ``home`` names which) comes from that peer (codes 1..P, the
+    group's order); else from the host memory of the machine that owns it (code P + 1 + m).
+    Codes are worked out for the vertices a minibatch reads, never for the whole graph: one
+    array of them per worker would take 14 GB for 128 workers on papers100M.
+    """
+
+    def __init__(
+        self,
+        inputs: SchemeInputs,
+        w: int,
+        host_base: int,
+        peer_code: np.ndarray,
+        sources: list[tuple[str, str]],
+        only: int | None,
+    ) -> None:
+        self.inputs = inputs
+        self.worker = w
+        self.host_base = host_base
+        self.peer_code = peer_code
+        self.sources = sources
+        self.only = only  # the one code of every vertex, when there is only one
+
+    def codes(self, vertices: np.ndarray) -> np.ndarray:
+        """The code of each of ``vertices`` (int16, aligned with them)."""
+        inputs = self.inputs
+        codes = (self.host_base + inputs.vertex_machine[vertices]).astype(np.int16)
+        placement = inputs.placement
+        if placement is not None:
+            peer = self.peer_code[placement.home[vertices] + 1]
+            np.copyto(codes, peer, where=peer >= 0)
+            codes[placement.membership.contains(self.worker, vertices)] = 0
+        return codes
 
 
 @dataclass(frozen=True)
@@ -191,14 +219,14 @@ def feature_reads(inputs: SchemeInputs, w: int, vertices: np.ndarray) -> list[Fe
     host memory of the machine that owns it.
     """
     vertices = np.asarray(vertices, dtype=np.int64)
-    codes, sources = inputs.read_sources[w]
-    only = inputs.single_source[w]
-    if only is not None:  # every vertex has one source (one machine, no cache): nothing to split
-        kind, node = sources[only]
+    where = inputs.read_sources[w]
+    sources = where.sources
+    if where.only is not None:  # every vertex has one source (one machine, no cache): nothing to split
+        kind, node = sources[where.only]
         return [FeatureRead(kind, node, vertices)] if vertices.size else []
     # A stable counting sort by code splits the request in two passes, in its own order
     # within each source (a mask per source costs several).
-    grouped, counts = _kernels.split_by_code(vertices, codes, len(sources))
+    grouped, counts = _kernels.split_by_code(vertices, where.codes(vertices), len(sources))
     parts = np.split(grouped, np.cumsum(counts)[:-1])
     return [
         FeatureRead(kind, node, part)
