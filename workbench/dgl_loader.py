@@ -30,6 +30,8 @@ import types
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from workbench.graph.csr import CSRGraph
 
@@ -97,10 +99,11 @@ def dgl_available() -> bool:
 
 
 def dgl_graph_from_csr(graph: CSRGraph) -> Any:
-    """A DGL graph with the same edges as ``graph``, sharing its arrays.
+    """A DGL graph with the same edges as ``graph``, sharing its row offsets.
 
     Our CSR rows list in-neighbors, which is exactly DGL's CSC (indexed by
-    destination), so no edge is copied or reordered.
+    destination), so no edge is reordered. DGL wants one id type for offsets and ids
+    and the workbench's ids are int64 everywhere else, so int32 column ids are widened.
     """
     import torch
 
@@ -110,7 +113,7 @@ def dgl_graph_from_csr(graph: CSRGraph) -> Any:
             "csc",
             (
                 torch.from_numpy(graph.indptr),
-                torch.from_numpy(graph.indices),
+                torch.from_numpy(graph.indices.astype(np.int64, copy=False)),
                 torch.empty(0, dtype=torch.int64),
             ),
         ),

@@ -105,7 +105,7 @@ class ModelCentricExecutor(RealExecutor):
             return float("nan")
         n = graph.num_nodes
         full = TensorBlock(
-            torch.from_numpy(graph.indices).to(ctx.device),
+            torch.from_numpy(graph.indices.astype(np.int64)).to(ctx.device),
             torch.from_numpy(graph.edge_dst()).to(ctx.device),
             n,
             n,

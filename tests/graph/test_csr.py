@@ -26,7 +26,7 @@ def edge_set(g: CSRGraph) -> set[tuple[int, int]]:
 
 def assert_invariants(g: CSRGraph) -> None:
     g.validate()
-    assert g.indptr.dtype == np.int64 and g.indices.dtype == np.int64
+    assert g.indptr.dtype == np.int64 and g.indices.dtype == np.int32  # ids below 2**31: int32
     assert g.indptr[0] == 0 and g.indptr[-1] == g.num_edges
     for v in range(g.num_nodes):
         row = g.in_neighbors(v)

@@ -551,10 +551,12 @@ def stored_edges(recipe: Recipe) -> int:
 def generate(recipe: Recipe, progress: Progress | None = None) -> CSRGraph:
     """Build the graph a recipe describes (no cache)."""
     from workbench.graph import generators
+    from workbench.graph._edge_kernels import same_community_edges
     from workbench.graph.signal import attach_node_data
 
     s = recipe.structure
-    specs.check_memory(s["num_nodes"], stored_edges(recipe), recipe.extra_meta.get("spec", recipe.name))
+    where = recipe.extra_meta.get("spec", recipe.name)
+    specs.check_memory(s["num_nodes"], stored_edges(recipe), where, recipe.generator)
     _say(progress, f"generating {recipe.generator} structure: {s['num_nodes']:,} vertices")
     if recipe.generator == "rmat":
         graph = generators.rmat(seed=recipe.seed, name=recipe.name, **s)
@@ -574,8 +576,8 @@ def generate(recipe: Recipe, progress: Progress | None = None) -> CSRGraph:
         **nd,
     )
     if graph.communities is not None and graph.num_edges:
-        same = graph.communities[graph.indices] == graph.communities[graph.edge_dst()]
-        graph.meta["intra_community_share"] = float(same.mean())
+        same = same_community_edges(graph.indptr, graph.indices, graph.communities)
+        graph.meta["intra_community_share"] = same / graph.num_edges
     graph.meta.update(recipe.extra_meta)
     graph.meta["recipe_key"] = recipe.key()
     return graph

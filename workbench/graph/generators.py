@@ -20,7 +20,8 @@ from collections.abc import Callable
 import numpy as np
 
 from workbench.errors import ConfigError
-from workbench.graph.csr import CSRGraph
+from workbench.graph import _edge_kernels
+from workbench.graph.csr import CSRGraph, index_dtype
 
 # Edges are drawn in chunks of this many pairs to bound temporary memory (~0.5 GB).
 _CHUNK = 1 << 23
@@ -41,8 +42,12 @@ def erdos_renyi(
     keep = src != dst
     src, dst = src[keep], dst[keep]
     if symmetric:
-        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-    g = CSRGraph.from_edges(src, dst, num_nodes, name=name)
+        src, dst = np.minimum(src, dst), np.maximum(src, dst)
+    keys = src * np.int64(num_nodes) + dst
+    del src, dst
+    keys.sort()
+    keys = keys[: _edge_kernels.compact_unique(keys)]
+    g = _csr_of(keys, num_nodes, symmetric, np.empty(0, dtype=np.int64), name=name)
     g.meta = {"generator": "erdos_renyi", "num_nodes": num_nodes, "avg_degree": avg_degree, "seed": seed}
     return g
 
@@ -103,7 +108,6 @@ def rmat(
     keys = _distinct_edges(draw, num_nodes, num_edges, symmetric, rng, "rmat")
     if connect_isolated:
         keys = _connect_isolated(keys, num_nodes, community, symmetric, rng)
-    src, dst = _edges_of(keys, num_nodes, symmetric)
     meta: dict = {
         "generator": "rmat",
         "num_nodes": num_nodes,
@@ -117,15 +121,15 @@ def rmat(
         "p_in": p_in,
         "connect_isolated": connect_isolated,
     }
+    perm = np.empty(0, dtype=np.int64)
     if permute:
         perm = np.random.default_rng([seed, 0x9E2]).permutation(num_nodes).astype(np.int64)
-        src, dst = perm[src], perm[dst]
         if community is not None:
             relabeled = np.empty_like(community)
             relabeled[perm] = community
             community = relabeled
         meta["relabel"] = "random permutation of R-MAT ids (seeded from seed); R-MAT puts hubs at low ids"
-    g = CSRGraph.from_edges(src, dst, num_nodes, name=name, communities=community)
+    g = _csr_of(keys, num_nodes, symmetric, perm, name=name, communities=community)
     g.meta = meta
     return g
 
@@ -204,8 +208,7 @@ def sbm(
         return src, _rewire_within(src, dst, community, q, rng)
 
     keys = _distinct_edges(draw, num_nodes, int(round(num_nodes * avg_degree)), symmetric, rng, "sbm")
-    src, dst = _edges_of(keys, num_nodes, symmetric)
-    g = CSRGraph.from_edges(src, dst, num_nodes, name=name, communities=community)
+    g = _csr_of(keys, num_nodes, symmetric, np.empty(0, dtype=np.int64), name=name, communities=community)
     g.meta = {
         "generator": "sbm",
         "num_nodes": num_nodes,
@@ -316,94 +319,108 @@ def _rewire_within(
     return dst
 
 
-def _sorted_unique(values: np.ndarray) -> np.ndarray:
-    """``np.unique`` for int64 keys; numpy 2.4's own is ~10x slower than sort plus compare here."""
-    values.sort()
-    if values.size < 2:
-        return values
-    keep = np.empty(values.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(values[1:], values[:-1], out=keep[1:])
-    return values[keep]
-
-
 def _distinct_edges(
     draw: PairSampler, num_nodes: int, num_edges: int, symmetric: bool, rng: np.random.Generator, who: str
 ) -> np.ndarray:
     """Keys ``src * n + dst`` of ``num_edges`` distinct non-loop edges (half as many ``lo * n + hi``
-    pairs when symmetric), drawing until enough; see :func:`_edges_of`."""
+    pairs when symmetric), sorted, drawing until enough; see :func:`_csr_of`.
+
+    Each round's draws go into one buffer after the keys kept so far, which is then sorted and
+    cut to its distinct keys in place: the keys are never copied (papers100M's take 6.5 GB).
+    """
     n = np.int64(num_nodes)
     target = num_edges // 2 if symmetric else num_edges
-    keys = np.empty(0, dtype=np.int64)
+    buffer = np.empty(target + target // 16 + 64, dtype=np.int64)
+    count = 0
     accept = 1.0  # fraction of drawn pairs that survive as new edges; refined each round
     for _ in range(_MAX_ROUNDS):
-        missing = target - keys.size
+        missing = target - count
         if missing <= 0:
             break
         want = int(min(missing / max(accept, 0.02) * 1.05, 50 * _CHUNK)) + 64
-        fresh = []
+        if count + want > buffer.shape[0]:
+            buffer = _grown(buffer, count, count + want)
+        end = count
         for lo in range(0, want, _CHUNK):
             src, dst = draw(min(_CHUNK, want - lo), rng)
             keep = src != dst
             src, dst = src[keep], dst[keep]
             if symmetric:
                 src, dst = np.minimum(src, dst), np.maximum(src, dst)
-            fresh.append(src * n + dst)
-        before = keys.size
-        keys = _sorted_unique(np.concatenate([keys, *fresh]))
-        accept = max((keys.size - before) / want, 1e-6)
-    if keys.size < target:
+            buffer[end : end + src.shape[0]] = src * n + dst
+            end += src.shape[0]
+        before = count
+        buffer[:end].sort()
+        count = _edge_kernels.compact_unique(buffer[:end])
+        accept = max((count - before) / want, 1e-6)
+    if count < target:
         raise ConfigError(
-            f"{who}: placed only {keys.size} of {target} distinct edges on {num_nodes} vertices; "
+            f"{who}: placed only {count} of {target} distinct edges on {num_nodes} vertices; "
             "the graph is too dense for these parameters"
         )
-    if keys.size > target:
-        drop = rng.choice(keys.size, size=keys.size - target, replace=False)
-        keys = np.delete(keys, drop)
-    return keys
+    if count > target:
+        drop = np.sort(rng.choice(count, size=count - target, replace=False))
+        count = _edge_kernels.compact_without(buffer[:count], drop)
+    return buffer[:count]
 
 
-def _edges_of(keys: np.ndarray, num_nodes: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(src, dst) of pair keys ``src * n + dst``; both directions when symmetric."""
-    src, dst = np.divmod(keys, np.int64(num_nodes))
-    if symmetric:
-        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-    return src, dst
+def _grown(buffer: np.ndarray, used: int, size: int) -> np.ndarray:
+    grown = np.empty(size + size // 16, dtype=buffer.dtype)
+    grown[:used] = buffer[:used]
+    return grown
+
+
+def _csr_of(
+    keys: np.ndarray, num_nodes: int, symmetric: bool, perm: np.ndarray, **node_data: object
+) -> CSRGraph:
+    """The graph of pair keys ``src * n + dst`` (both directions of ``lo * n + hi`` when symmetric),
+    vertex ``v`` renamed ``perm[v]`` (empty: not renamed), built by a counting sort into int32 rows."""
+    indices = np.empty(keys.shape[0] * (2 if symmetric else 1), dtype=index_dtype(num_nodes))
+    indptr = _edge_kernels.csr_of_keys(keys, np.int64(num_nodes), perm, symmetric, indices)
+    return CSRGraph(indptr=indptr, indices=indices, **node_data)  # type: ignore[arg-type]
 
 
 def _connect_isolated(
     keys: np.ndarray, num_nodes: int, community: np.ndarray | None, symmetric: bool, rng: np.random.Generator
 ) -> np.ndarray:
-    """Give every isolated vertex one edge, keeping the edge count.
+    """Give every isolated vertex one edge, keeping the edge count; ``keys`` are sorted and distinct.
 
     The partner is drawn in proportion to degree (from the same community when there
     are communities); as many edges between vertices of degree >= 2 are removed at
     random, so the count stays exact and (nearly) no new vertex becomes isolated.
+
+    The degree-proportional pool is every pair's ``lo`` in order, then every pair's ``hi``, read
+    out of the keys where needed (papers100M's pool would be 13 GB); a partner from a community is
+    the pool's entry at a random rank among that community's, in pool order.
     """
     n = np.int64(num_nodes)
-    lo, hi = np.divmod(keys, n)
-    degree = np.bincount(lo, minlength=num_nodes) + np.bincount(hi, minlength=num_nodes)
+    m = keys.shape[0]
+    degree = _edge_kernels.endpoint_degrees(keys, n)
     isolated = np.flatnonzero(degree == 0)
-    removable = np.flatnonzero((degree[lo] >= 2) & (degree[hi] >= 2))
-    isolated = isolated[: removable.size]
+    removable = _edge_kernels.both_at_least(keys, n, degree, 2)
+    del degree
+    isolated = isolated[: int(np.count_nonzero(removable))]
     if isolated.size == 0:
         return keys
-    pool = np.concatenate([lo, hi])  # every endpoint once per edge: a degree-proportional pool
-    partner = pool[rng.integers(0, pool.size, isolated.size)]
+    partner = _edge_kernels.pool_entries(keys, n, rng.integers(0, 2 * m, isolated.size))
     if community is not None:
-        small = community[pool].astype(np.int16) if community.max() < 2**15 else community[pool]
-        pool = pool[np.argsort(small, kind="stable")]
-        pool_comm = community[pool]
         k = int(community.max()) + 1
-        start = np.searchsorted(pool_comm, np.arange(k), side="left")
-        size = np.searchsorted(pool_comm, np.arange(k), side="right") - start
+        size = _edge_kernels.community_counts(keys, n, community, k)
         comm = community[isolated]
         has = size[comm] > 0  # a community without any edge keeps the global partner
         offset = (rng.random(int(has.sum())) * size[comm[has]]).astype(np.int64)
-        partner[has] = pool[start[comm[has]] + offset]
-    keys = np.delete(keys, rng.choice(removable, size=isolated.size, replace=False))
+        partner[has] = _edge_kernels.nth_of_community(keys, n, community, comm[has], offset)
+    ranks = rng.choice(int(np.count_nonzero(removable)), size=isolated.size, replace=False)
+    drop = np.sort(_edge_kernels.ranked_positions(removable, ranks))
+    del removable
+    count = _edge_kernels.compact_without(keys, drop)
     if symmetric:
         new = np.minimum(isolated, partner) * n + np.maximum(isolated, partner)
     else:
         new = partner * n + isolated  # an in-edge, so the vertex's CSR row is not empty
-    return _sorted_unique(np.concatenate([keys, new]))
+    buffer = keys.base if keys.base is not None and keys.base.shape[0] >= count + new.size else None
+    if buffer is None:
+        buffer = _grown(keys, count, count + new.size)
+    buffer[count : count + new.size] = new
+    buffer[: count + new.size].sort()
+    return buffer[: _edge_kernels.compact_unique(buffer[: count + new.size])]
