@@ -112,6 +112,15 @@ def sample_epoch(
         if cached is not None:
             _LAST[:] = [path, cached]
             return cached
+    if not any(_samples_in_bulk(s) for s in samplers):
+        lazy = StreamedEpoch(graph, samplers, batches, seed, progress=progress)
+        if lazy.too_large():
+            return lazy  # neither kept whole nor cached: see StreamedEpoch
+        epoch = list(lazy)
+        if path is not None:
+            _save(path, epoch)
+            _LAST[:] = [path, epoch]
+        return epoch
     per_worker: list[list[Minibatch]] = []
     bar = _progress(len(samplers) * len(batches), "sampling", progress)
     # bulk_matrix_streams replays these draws (same generators, same chunks): change both together.
@@ -129,6 +138,94 @@ def sample_epoch(
         _save(path, epoch)
         _LAST[:] = [path, epoch]
     return epoch
+
+
+def _samples_in_bulk(sampler: Sampler) -> bool:
+    """Whether ``sampler`` draws several minibatches at once (its draws then depend on the chunks)."""
+    return type(sampler).sample_many is not Sampler.sample_many
+
+
+# An epoch is kept whole when its minibatches take at most this share of the available memory
+# (estimated from its first iteration): papers100M on 128 GPUs (1,179 minibatches of 1,024
+# seeds, fanouts 15/10/5, ~13 MiB each) would take 15 GB.
+EPOCH_MEMORY_SHARE = 0.25
+# Iterations a streamed epoch keeps sampled: the one being planned and the one before it.
+STREAM_KEEP = 2
+
+
+class StreamedEpoch(Sequence[list[Minibatch]]):
+    """An epoch sampled iteration by iteration as a plan asks for it, keeping the last few.
+
+    Worker ``w`` draws from its own generator seeded ``[seed, w]``, one minibatch at a time, as
+    :func:`sample_epoch` does for samplers that sample one minibatch at a time: asked in order,
+    it yields the same minibatches. An iteration asked for again after it was dropped is sampled
+    again from the start (same numbers, more time). Used whole (``list(epoch)``) for an epoch that
+    fits; left streaming, and not cached on disk, for one that :meth:`too_large` says does not.
+    """
+
+    def __init__(
+        self,
+        graph: CSRGraph,
+        samplers: Sequence[Sampler],
+        batches: list[list[np.ndarray]],
+        seed: int,
+        *,
+        progress: bool = False,
+    ) -> None:
+        self.graph = graph
+        self.samplers = list(samplers)
+        self.batches = batches
+        self.seed = seed
+        self.width = len(self.samplers)  # minibatches per iteration
+        self._progress = progress
+        self._restart()
+
+    def _restart(self) -> None:
+        self._rngs = [np.random.default_rng([self.seed, w]) for w in range(self.width)]
+        self._next = 0
+        self._kept: dict[int, list[Minibatch]] = {}
+        self._bar = _progress(self.width * len(self.batches), "sampling", self._progress)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> list[Minibatch]:  # type: ignore[override]
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError("a streamed epoch is indexed by iteration")
+        i = int(i) + (len(self) if i < 0 else 0)
+        if not 0 <= i < len(self):
+            raise IndexError(f"iteration {i} of an epoch of {len(self)}")
+        if i in self._kept:
+            return self._kept[i]
+        if i < self._next:
+            self._restart()
+        while self._next <= i:
+            j = self._next
+            row = self.batches[j]
+            self._kept.pop(j - STREAM_KEEP + 1, None)  # before sampling: never STREAM_KEEP + 1 alive
+            self._kept[j] = [
+                sampler.sample(self.graph, row[w], self._rngs[w]) for w, sampler in enumerate(self.samplers)
+            ]
+            self._bar(self.width, done=j == len(self) - 1)
+            self._next += 1
+        return self._kept[i]
+
+    def too_large(self) -> bool:
+        """Whether the whole epoch would take more than ``EPOCH_MEMORY_SHARE`` of the available
+        memory, judged by its first iteration's arrays."""
+        from workbench.graph.specs import available_memory
+
+        if not len(self):
+            return False
+        first = sum(_minibatch_bytes(mb) for mb in self[0])
+        available = available_memory()
+        return available is not None and first * len(self) > EPOCH_MEMORY_SHARE * available
+
+
+def _minibatch_bytes(mb: Minibatch) -> int:
+    arrays = [mb.seeds] + [a for b in mb.blocks for a in (b.src_nodes, b.dst_nodes, b.edge_src, b.edge_dst)]
+    arrays += [b.edge_weight for b in mb.blocks if b.edge_weight is not None]
+    return sum(int(a.nbytes) for a in arrays)
 
 
 def bulk_matrix_streams(

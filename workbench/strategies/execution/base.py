@@ -85,7 +85,12 @@ class SchemeInputs:
             raise ConfigError(
                 f"the placement covers {self.placement.num_gpus} GPUs for {len(self.workers)} workers"
             )
-        if any(len(row) != len(self.workers) for row in self.epoch):
+        width = getattr(self.epoch, "width", None)  # a streamed epoch: known without sampling it
+        if (
+            width is not None
+            and width != len(self.workers)
+            or (width is None and any(len(row) != len(self.workers) for row in self.epoch))
+        ):
             raise ConfigError(f"every iteration needs one minibatch per worker ({len(self.workers)})")
 
     @property
@@ -112,8 +117,10 @@ class SchemeInputs:
 
     @cached_property
     def vertex_machine(self) -> np.ndarray:
-        """Machine index whose host memory holds each vertex's features (its owner worker's)."""
-        return self.worker_machine[self.partition.owner]
+        """Machine index whose host memory holds each vertex's features (its owner worker's), int16
+        below 32,768 machines (papers100M's 111M vertices: 0.2 GB instead of 0.9)."""
+        narrow = np.int16 if len(self.cluster.machines) < 2**15 else np.int64
+        return self.worker_machine.astype(narrow)[self.partition.owner]
 
     def host_of_machine(self, machine: int) -> str:
         return self.cluster.machines[machine].host_node
