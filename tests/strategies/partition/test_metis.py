@@ -58,3 +58,14 @@ def test_balance_train_spreads_training_vertices() -> None:
 def test_bad_ufactor() -> None:
     with pytest.raises(ConfigError, match="ufactor"):
         PARTITIONERS.create("metis", ufactor=0)
+
+
+def test_a_graph_too_large_for_metis_is_refused_naming_what_can(two_cliques: CSRGraph, monkeypatch) -> None:
+    import workbench.graph.specs as specs
+
+    # two_cliques' edges at 130 bytes each need more than 100 bytes
+    monkeypatch.setattr(specs, "available_memory", lambda: 100)
+    with pytest.raises(ConfigError, match=r"metis.*GiB to partition.*ldg, fennel.*random"):
+        PARTITIONERS.create("metis").partition(two_cliques, 2, np.random.default_rng(0))
+    monkeypatch.setattr(specs, "available_memory", lambda: None)  # unknown: no refusal
+    assert PARTITIONERS.create("metis").partition(two_cliques, 2, np.random.default_rng(0)).num_parts == 2
