@@ -205,7 +205,10 @@ class P3Executor(ModelCentricExecutor):
         self.feature_slice = host_features(graph.features()[:, begin:end], ctx.device)
         self.host_rows = HostRows(ctx.device)
         placement = ctx.inputs.placement
-        cached = placement.gpu_vertices[ctx.rank] if placement is not None else np.empty(0, dtype=np.int64)
+        # A copy: a cached placement's arrays are read-only, and torch wants writable ones.
+        cached = (
+            placement.gpu_vertices[ctx.rank].copy() if placement is not None else np.empty(0, dtype=np.int64)
+        )
         self.cache_slot = np.full(graph.num_nodes, -1, dtype=np.int64)
         self.cache_slot[cached] = np.arange(cached.shape[0], dtype=np.int64)
         self.cache = self.feature_slice[torch.from_numpy(cached)].to(ctx.device)
