@@ -36,7 +36,13 @@ from workbench.atomic import write_npz_atomically
 from workbench.epoch import default_cache_dir, graph_fingerprint
 from workbench.graph.csr import CSRGraph
 from workbench.strategies.partition.base import Partitioner, PartitionResult
-from workbench.strategies.placement.base import AccessModel, Placement, PlacementRequest, PlacementResult
+from workbench.strategies.placement.base import (
+    AccessModel,
+    Placement,
+    PlacementRequest,
+    PlacementResult,
+    distinct_arrays,
+)
 from workbench.strategies.placement.probability import request_probability, resolve_estimator
 
 CACHE_VERSION = 2  # bump when a key or a file layout changes, or a cached strategy's decisions do
@@ -274,14 +280,11 @@ def _placement_arrays(result: PlacementResult) -> Arrays:
     """A placement's arrays, an array that GPUs share (a replicated cache) written once:
     ``set_of[g]`` is GPU ``g``'s array among the distinct ones."""
     groups = result.peer_groups
-    distinct: dict[int, int] = {}
-    for verts in result.gpu_vertices:
-        distinct.setdefault(id(verts), len(distinct))
-    arrays = list({id(v): v for v in result.gpu_vertices}.values())
+    arrays, set_of = distinct_arrays(result.gpu_vertices)
     return {
         "vertices": np.concatenate(arrays) if arrays else np.zeros(0, np.int64),
         "lengths": np.array([v.shape[0] for v in arrays], dtype=np.int64),
-        "set_of": np.array([distinct[id(v)] for v in result.gpu_vertices], dtype=np.int64),
+        "set_of": np.array(set_of, dtype=np.int64),
         "home": result.home,
         "has_groups": np.array([groups is not None]),
         "groups": np.array([g for grp in groups or () for g in grp], dtype=np.int64),

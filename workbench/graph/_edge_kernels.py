@@ -128,20 +128,25 @@ def nth_of_community(
 
 
 @njit(cache=True)
+def _pair(key: np.int64, n: np.int64, perm: np.ndarray) -> tuple[np.int64, np.int64]:
+    """The two vertices of pair ``key`` (``a * n + b``), renamed by ``perm`` unless it is empty."""
+    a = key // n
+    b = key % n
+    if perm.shape[0] > 0:
+        return perm[a], perm[b]
+    return a, b
+
+
+@njit(cache=True)
 def csr_of_keys(
     keys: np.ndarray, n: np.int64, perm: np.ndarray, symmetric: bool, indices: np.ndarray
 ) -> np.ndarray:
     """Fill ``indices`` with the CSR rows (in-neighbors, sorted) of the edges ``keys`` (``src * n + dst``,
     or ``lo * n + hi`` stored both ways when ``symmetric``), vertex ``v`` renamed ``perm[v]``
     (no renaming when ``perm`` is empty); returns ``indptr``."""
-    renamed = perm.shape[0] > 0
     indptr = np.zeros(n + 1, dtype=np.int64)
     for i in range(keys.shape[0]):
-        a = keys[i] // n
-        b = keys[i] % n
-        if renamed:
-            a = perm[a]
-            b = perm[b]
+        a, b = _pair(keys[i], n, perm)
         indptr[b + 1] += 1
         if symmetric:
             indptr[a + 1] += 1
@@ -149,11 +154,7 @@ def csr_of_keys(
         indptr[v + 1] += indptr[v]
     at = indptr[:-1].copy()
     for i in range(keys.shape[0]):
-        a = keys[i] // n
-        b = keys[i] % n
-        if renamed:
-            a = perm[a]
-            b = perm[b]
+        a, b = _pair(keys[i], n, perm)
         indices[at[b]] = a
         at[b] += 1
         if symmetric:

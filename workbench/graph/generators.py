@@ -43,10 +43,8 @@ def erdos_renyi(
     src, dst = src[keep], dst[keep]
     if symmetric:
         src, dst = np.minimum(src, dst), np.maximum(src, dst)
-    keys = src * np.int64(num_nodes) + dst
+    keys = _sorted_distinct(src * np.int64(num_nodes) + dst)
     del src, dst
-    keys.sort()
-    keys = keys[: _edge_kernels.compact_unique(keys)]
     g = _csr_of(keys, num_nodes, symmetric, np.empty(0, dtype=np.int64), name=name)
     g.meta = {"generator": "erdos_renyi", "num_nodes": num_nodes, "avg_degree": avg_degree, "seed": seed}
     return g
@@ -350,8 +348,7 @@ def _distinct_edges(
             buffer[end : end + src.shape[0]] = src * n + dst
             end += src.shape[0]
         before = count
-        buffer[:end].sort()
-        count = _edge_kernels.compact_unique(buffer[:end])
+        count = _sorted_distinct(buffer[:end]).shape[0]
         accept = max((count - before) / want, 1e-6)
     if count < target:
         raise ConfigError(
@@ -362,6 +359,12 @@ def _distinct_edges(
         drop = np.sort(rng.choice(count, size=count - target, replace=False))
         count = _edge_kernels.compact_without(buffer[:count], drop)
     return buffer[:count]
+
+
+def _sorted_distinct(keys: np.ndarray) -> np.ndarray:
+    """``keys`` sorted in place and cut to their distinct values: a view of their front."""
+    keys.sort()
+    return keys[: _edge_kernels.compact_unique(keys)]
 
 
 def _grown(buffer: np.ndarray, used: int, size: int) -> np.ndarray:
@@ -418,9 +421,9 @@ def _connect_isolated(
         new = np.minimum(isolated, partner) * n + np.maximum(isolated, partner)
     else:
         new = partner * n + isolated  # an in-edge, so the vertex's CSR row is not empty
+    # The keys lead _distinct_edges' buffer: its slack takes the new pairs without a copy.
     buffer = keys.base if keys.base is not None and keys.base.shape[0] >= count + new.size else None
     if buffer is None:
         buffer = _grown(keys, count, count + new.size)
     buffer[count : count + new.size] = new
-    buffer[: count + new.size].sort()
-    return buffer[: _edge_kernels.compact_unique(buffer[: count + new.size])]
+    return _sorted_distinct(buffer[: count + new.size])

@@ -86,11 +86,8 @@ class SchemeInputs:
                 f"the placement covers {self.placement.num_gpus} GPUs for {len(self.workers)} workers"
             )
         width = getattr(self.epoch, "width", None)  # a streamed epoch: known without sampling it
-        if (
-            width is not None
-            and width != len(self.workers)
-            or (width is None and any(len(row) != len(self.workers) for row in self.epoch))
-        ):
+        widths = [width] if width is not None else [len(row) for row in self.epoch]
+        if any(w != len(self.workers) for w in widths):
             raise ConfigError(f"every iteration needs one minibatch per worker ({len(self.workers)})")
 
     @property

@@ -151,6 +151,20 @@ class HitRates:
         return float((self.local + self.peer).mean()) if self.local.size else 0.0
 
 
+def distinct_arrays(gpu_vertices: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
+    """The distinct array objects among ``gpu_vertices`` (a replicated cache lists one array for
+    every GPU) and, per GPU, the index of its own among them."""
+    arrays: list[np.ndarray] = []
+    index: dict[int, int] = {}
+    set_of = []
+    for verts in gpu_vertices:
+        if id(verts) not in index:
+            index[id(verts)] = len(arrays)
+            arrays.append(verts)
+        set_of.append(index[id(verts)])
+    return arrays, set_of
+
+
 class CacheMembership:
     """Which vertices each GPU holds, one bit per vertex and distinct cache.
 
@@ -162,16 +176,13 @@ class CacheMembership:
 
     def __init__(self, gpu_vertices: Sequence[np.ndarray], num_nodes: int) -> None:
         self.num_nodes = num_nodes
-        self._bits: list[np.ndarray] = []
-        self._set_of: list[int] = []
-        index: dict[int, int] = {}
-        for verts in gpu_vertices:
-            if id(verts) not in index:
-                mask = np.zeros(num_nodes, dtype=bool)
-                mask[verts] = True
-                index[id(verts)] = len(self._bits)
-                self._bits.append(np.packbits(mask))
-            self._set_of.append(index[id(verts)])
+        arrays, self._set_of = distinct_arrays(gpu_vertices)
+        self._bits = [np.packbits(self._mask_of(verts)) for verts in arrays]
+
+    def _mask_of(self, verts: np.ndarray) -> np.ndarray:
+        mask = np.zeros(self.num_nodes, dtype=bool)
+        mask[verts] = True
+        return mask
 
     def contains(self, gpu: int, vertices: np.ndarray) -> np.ndarray:
         """Whether GPU ``gpu`` holds each of ``vertices`` (a boolean array aligned with them)."""
@@ -197,11 +208,9 @@ class PlacementResult:
         g = len(self.gpu_vertices)
         if self.home.dtype != np.int64 or self.home.ndim != 1:
             raise ValueError("home must be a 1-D int64 array")
-        checked: set[int] = set()
-        for i, verts in enumerate(self.gpu_vertices):
-            if id(verts) in checked:  # one array shared by GPUs (a replicated cache): checked once
-                continue
-            checked.add(id(verts))
+        arrays, set_of = distinct_arrays(self.gpu_vertices)  # a replicated cache: one array, checked once
+        for k, verts in enumerate(arrays):
+            i = set_of.index(k)
             if verts.dtype != np.int64 or verts.ndim != 1:
                 raise ValueError(f"gpu_vertices[{i}] must be a 1-D int64 array")
             if verts.size and (verts[0] < 0 or verts[-1] >= n or np.any(np.diff(verts) <= 0)):
