@@ -3,60 +3,90 @@
 A flow is a transfer in progress: bytes left, the directed links it crosses, and a
 rate. A flow may list a link more than once (a collective step moving several chunks
 in lockstep, see ``sim.collectives``): it then takes its rate once per listing from
-that link's capacity, and counts once per listing in the link's fair share. Whenever flows start or end, the rates of the flows connected to them (flows
-that share a link, transitively) are recomputed by progressive filling: raise all
-rates together, freeze the flows of the link that saturates first at its fair
-share, repeat. Flows in other components keep their rates and their scheduled
-completions.
+that link's capacity, and counts once per listing in the link's fair share. Whenever
+flows start or end, the rates of the flows connected to them (flows that share a link,
+transitively) are recomputed by progressive filling: raise all rates together, freeze
+the flows of the link that saturates first at its fair share (ties go to the link
+listed first), repeat. Flows in other components keep their rates and their
+completion times.
 
 Changes at one instant are batched: starting or ending a flow only marks links dirty,
 and one rebalance runs after every other event of that instant (priority ``LATE``),
 so a collective step that starts n flows at once recomputes rates once, not n times.
-Completion events made stale by a rate change are recognised by a version number and
-ignored (the heap cannot remove them); a completion is a ``partial(_finish, flow, version)``.
 
-Per distinct link list (a route, a collective step) its distinct links and their flow
-sets are found once, so starting and ending a flow walk those directly. The common
-case of a flow that starts alone (the only flow started since the last rebalance,
-on links that were all empty) skips the component search and takes the rate cached
-on its link list: a ring collective's steps are mostly such flows.
+Why arrays and one wake-up. An all-to-all among 128 GPUs is thousands of concurrent
+flows in one component, and every completion changes every other flow's rate: with a
+heap entry per flow and rate change, and the component search and progressive filling
+in Python, one iteration of paper 004's pipeline on 128 GPUs took minutes (44,000
+rebalances of about 160 flows each pushed 7.1M completions). Flows therefore live in
+slot arrays (bytes left, rate, the time of their last rate change, their completion
+time), the component search, progressive filling and rescheduling run in numba over
+them, and the network keeps one clock entry: a wake-up at the earliest completion,
+which ends every flow due then, in the order their completion times were set (the
+order their completion events had when each flow had its own).
+
+The common case of a flow that starts alone (the only flow started since the last
+rebalance, on links that were all empty) skips the component search and takes the
+rate cached on its link list: a ring collective's steps are mostly such flows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
+
+import numba
+import numpy as np
 
 from sim.clock import LATE, SimClock
 
-MEMO_LIMIT = 100_000  # memoised components kept before the memo starts afresh
+# Ended flows are squeezed out of the slot arrays once they are at least this many and at
+# least as many as the flows in progress: every scan (the earliest completion, the flows on
+# each link) then stays within twice the flows in progress, at O(1) amortised per flow.
+COMPACT_MIN = 64
 
-
-class _Path:
-    """A link list's distinct links (as dict keys) and their flow sets, found once per list."""
-
-    __slots__ = ("marks", "sets", "pairs", "alone")
-
-    def __init__(self, links: tuple[int, ...], flows_on: list[dict[Flow, None]]) -> None:
-        self.alone: float | None = None  # the max-min rate of one flow alone on these links
-        self.marks = dict.fromkeys(links)
-        self.sets = [flows_on[lid] for lid in self.marks]
-        self.pairs = list(zip(self.marks, self.sets, strict=True))
+# A slot's state (``FlowNetwork._state``).
+FREE, STARTED, RATED = 0, 1, 2  # ended (or never used); in progress without a rate yet; with one
+# Rows of ``FlowNetwork._values``.
+REMAINING, RATE, UPDATED, FINISH = 0, 1, 2, 3  # bytes left at UPDATED, the rate since, its completion time
 
 
 class Flow:
-    __slots__ = ("links", "path", "remaining", "rate", "updated", "version", "on_done")
+    """A handle on a flow in progress (its slot moves when the arrays are compacted)."""
 
-    def __init__(
-        self, links: tuple[int, ...], path: _Path, nbytes: float, now: float, on_done: Callable[[], None]
-    ):
-        self.links = links
-        self.path = path
-        self.remaining = float(nbytes)
-        self.rate = 0.0
-        self.updated = now
-        self.version = 0
+    __slots__ = ("net", "slot", "on_done")
+
+    def __init__(self, net: FlowNetwork, slot: int, on_done: Callable[[], None]) -> None:
+        self.net = net
+        self.slot = slot
         self.on_done = on_done
+
+    @property
+    def rate(self) -> float:
+        return float(self.net._values[RATE, self.slot])
+
+    @property
+    def remaining(self) -> float:
+        """Bytes left as of the flow's last rate change."""
+        return float(self.net._values[REMAINING, self.slot])
+
+
+class _Growing:
+    """A 1-D numpy array with amortised appends (``data[:size]`` is the content)."""
+
+    __slots__ = ("data", "size")
+
+    def __init__(self, dtype: type, capacity: int = 64) -> None:
+        self.data = np.zeros(capacity, dtype=dtype)
+        self.size = 0
+
+    def extend(self, values: Sequence[int]) -> None:
+        end = self.size + len(values)
+        if end > self.data.shape[0]:
+            grown = np.zeros(max(end, 2 * self.data.shape[0]), dtype=self.data.dtype)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size : end] = values
+        self.size = end
 
 
 class FlowNetwork:
@@ -64,156 +94,458 @@ class FlowNetwork:
 
     def __init__(self, clock: SimClock, capacity: Sequence[float]) -> None:
         self.clock = clock
-        self.capacity = list(capacity)
-        # Per directed link, its flows in insertion order (dicts, not sets: iteration
-        # order must not depend on object addresses, or traces would not repeat).
-        self.flows_on: list[dict[Flow, None]] = [{} for _ in self.capacity]
+        self.capacity = np.asarray(capacity, dtype=np.float64)
+        n_links = self.capacity.shape[0]
+        self.occupancy = [0] * n_links  # flows in progress on each link
+        self.rebalances = 0
+        # Link lists: per distinct list, its links as listed and its distinct links (in
+        # order of first listing), both as offsets into growing arrays.
+        self._paths: dict[tuple[int, ...], int] = {}
+        self._listed = _Growing(np.int64)
+        self._listed_ptr = _Growing(np.int64)
+        self._listed_ptr.extend([0])
+        self._distinct = _Growing(np.int64)
+        self._distinct_ptr = _Growing(np.int64)
+        self._distinct_ptr.extend([0])
+        self._distinct_of: list[tuple[int, ...]] = []
+        self._distinct_set: list[frozenset[int]] = []
+        self._alone: list[float] = []  # per path: the rate of one flow alone on it (-1: not yet known)
+        # Flow slots, in the order flows started (compaction keeps that order): state,
+        # link list and completion-order number; the float values by row.
+        self._flows: list[Flow | None] = []
+        self._state = np.zeros(256, dtype=np.int8)
+        self._path_of = np.zeros(256, dtype=np.int64)
+        self._order = np.zeros(256, dtype=np.int64)
+        self._values = np.zeros((4, 256), dtype=np.float64)
+        self._used = 0
+        self._ended = 0
+        self._seq = 0  # completion times set so far: orders flows due at one instant
         self._dirty: dict[int, None] = {}
         self._rebalance_pending = False
-        self.rebalances = 0
-        self._memo: dict[tuple[tuple[int, ...], ...], tuple[float, ...]] = {}
-        self._paths: dict[tuple[int, ...], _Path] = {}
+        self._wake_at = -1.0  # when the pending wake-up fires (-1: none pending)
+        self._wake_version = 0
+        self._due: list[int] = []  # the flows that end then, in order
+        self._due_known = True  # the wake-up and ``_due`` hold for every flow with a rate
         self._last: Flow | None = None  # the flow started last
         self._last_alone = False  # it found its links empty
         self._started = 0  # flows started since the last rebalance
+        self._scratch = np.full(n_links, -1, dtype=np.int64)  # per link, cleared after each use
+
+    def _grow_slots(self) -> None:
+        n, used = 2 * self._state.shape[0], self._used
+        for name in ("_state", "_path_of", "_order"):
+            old = getattr(self, name)
+            array = np.zeros(n, dtype=old.dtype)
+            array[:used] = old[:used]
+            setattr(self, name, array)
+        values = np.zeros((4, n), dtype=np.float64)
+        values[:, :used] = self._values[:, :used]
+        self._values = values
+
+    def _path(self, links: tuple[int, ...]) -> int:
+        pid = self._paths.get(links)
+        if pid is None:
+            distinct = tuple(dict.fromkeys(links))
+            pid = self._paths[links] = len(self._alone)
+            self._listed.extend(links)
+            self._listed_ptr.extend([self._listed.size])
+            self._distinct.extend(distinct)
+            self._distinct_ptr.extend([self._distinct.size])
+            self._distinct_of.append(distinct)
+            self._distinct_set.append(frozenset(distinct))
+            self._alone.append(-1.0)
+        return pid
 
     def start(self, links: tuple[int, ...], nbytes: float, on_done: Callable[[], None]) -> Flow:
         """Start moving ``nbytes`` over ``links`` (non-empty); ``on_done()`` runs when the last byte is through."""
-        path = self._paths.get(links)
-        if path is None:
-            path = self._paths[links] = _Path(links, self.flows_on)
-        flow = self._last = Flow(links, path, nbytes, self.clock.now, on_done)
-        self._last_alone = not any(path.sets)
+        pid = self._path(links)
+        if self._ended >= COMPACT_MIN and 2 * self._ended >= self._used:
+            self._compact()
+        if self._used == self._state.shape[0]:
+            self._grow_slots()
+        slot = self._used
+        self._used += 1
+        flow = self._last = Flow(self, slot, on_done)
+        self._flows.append(flow)
+        self._state[slot] = STARTED
+        self._path_of[slot] = pid
+        self._values[REMAINING, slot] = nbytes
+        occupancy = self.occupancy
+        alone = True
+        for lid in self._distinct_of[pid]:
+            if occupancy[lid]:
+                alone = False
+            occupancy[lid] += 1
+        self._last_alone = alone
         self._started += 1
-        for on_link in path.sets:
-            on_link[flow] = None
-        self._dirty.update(path.marks)
+        self._dirty.update(dict.fromkeys(self._distinct_of[pid]))
         if not self._rebalance_pending:
             self._rebalance_pending = True
             self.clock.call_later(0.0, self._rebalance, LATE)
         return flow
 
     def close(self) -> None:
-        """Forget the last flow started (its ``on_done`` may be bound to the caller: a cycle)."""
+        """Forget the flows' callbacks (they may be bound to the caller: a cycle)."""
         self._last = None
+        self._flows = [None] * self._used
 
-    def _finish(self, flow: Flow, version: int) -> None:
-        if flow.version != version:
-            return  # a stale completion: the rate changed after it was scheduled
+    def _compact(self) -> None:
+        """Squeeze ended flows out of the slot arrays, keeping the order flows started in."""
+        keep = np.flatnonzero(self._state[: self._used])
+        n = keep.shape[0]
+        for name in ("_state", "_path_of", "_order"):
+            array = getattr(self, name)
+            array[:n] = array[keep]
+        self._values[:, :n] = self._values[:, keep]
+        self._state[n : self._used] = FREE
+        flows = [self._flows[i] for i in keep.tolist()]
+        for slot, flow in enumerate(flows):
+            flow.slot = slot  # type: ignore[union-attr]
+        self._flows = flows
+        self._due = [int(x) for x in np.searchsorted(keep, self._due)] if self._due else []
+        self._used = n
+        self._ended = 0
+
+    def _wake(self, version: int) -> None:
+        """End every flow due now, in the order their completion times were set."""
+        if version != self._wake_version:
+            return  # superseded: an earlier completion was armed after this one
+        self._wake_at = -1.0
+        self._due_known = False
+        flows = self._flows
+        # Handles, not slots: a callback may start a flow, and that may compact the slots.
+        due = [flows[slot] for slot in self._due]
+        self._due = []
         dirty = self._dirty
-        for lid, on_link in flow.path.pairs:  # each link once, in order of first listing
-            del on_link[flow]
-            if on_link:  # a link left idle has nobody to speed up
-                dirty[lid] = None
-        if dirty and not self._rebalance_pending:
-            self._rebalance_pending = True
-            self.clock.call_later(0.0, self._rebalance, LATE)
-        flow.on_done()
+        occupancy = self.occupancy
+        for flow in due:
+            slot = flow.slot  # type: ignore[union-attr]
+            self._state[slot] = FREE
+            self._ended += 1
+            self._flows[slot] = None  # its callback may hold the caller: let it go now
+            for lid in self._distinct_of[self._path_of[slot]]:
+                occupancy[lid] -= 1
+                if occupancy[lid]:  # a link left idle has nobody to speed up
+                    dirty[lid] = None
+            if dirty and not self._rebalance_pending:
+                self._rebalance_pending = True
+                self.clock.call_later(0.0, self._rebalance, LATE)
+            flow.on_done()  # type: ignore[union-attr]
+        if not self._rebalance_pending:
+            self._arm()
+
+    def _arm(self) -> None:
+        """Keep one wake-up pending, at the earliest completion of any flow (and know who ends then)."""
+        due = _due(self._state, self._values, self._order, self._used)
+        self._due = due.tolist()
+        self._due_known = True
+        if not self._due:
+            return
+        self._wake_on(float(self._values[FINISH, self._due[0]]))
+
+    def _wake_on(self, when: float) -> None:
+        if when == self._wake_at:
+            return
+        self._wake_version += 1
+        self._wake_at = when
+        version = self._wake_version
+        self.clock.call_at(when, lambda: self._wake(version))
 
     def _rebalance(self) -> None:
         self._rebalance_pending = False
         self.rebalances += 1
-        flows_on = self.flows_on
-        # The component: every flow reachable from a dirty link through shared links.
-        comp_links = self._dirty
-        comp_flows: dict[Flow, None] = {}
+        dirty = self._dirty
         self._dirty = {}
         last = self._last
         started = self._started
         self._started = 0
-        if started == 1 and self._last_alone and comp_links.keys() == last.path.marks.keys():  # type: ignore[union-attr]
-            # The common case of a flow that just started alone (a collective step, say):
-            # the only flow started since the last rebalance found its links empty (so
-            # it is the only flow on them now), and the dirty links are its links.
-            path = last.path  # type: ignore[union-attr]
-            rate = path.alone
-            if rate is None:
-                rate = path.alone = self._max_min([last])[0]  # type: ignore[list-item]
-            self._reschedule(last, rate)  # type: ignore[arg-type]
+        now = self.clock.now
+        if started == 1 and self._last_alone and last is not None:
+            pid = int(self._path_of[last.slot])
+            if dirty.keys() == self._distinct_set[pid]:
+                # The flow that just started alone is the only flow on its links now, and
+                # the dirty links are its links: its rate is its link list's alone rate.
+                rate = self._alone[pid]
+                if rate < 0.0:
+                    rate = self._alone[pid] = _alone_rate(
+                        self._listed.data, self._listed_ptr.data, pid, self.capacity, self._scratch
+                    )
+                slot = last.slot
+                self._seq = _set_rate(slot, rate, now, self._state, self._values, self._order, self._seq)
+                if not self._due_known:
+                    self._arm()
+                    return
+                # No other flow's rate changed: the earliest completion moves only if this
+                # flow's is as early (it was rated last, so it ends last among equals).
+                finish = float(self._values[FINISH, slot])
+                if self._wake_at < 0.0 or finish < self._wake_at:
+                    self._due = [slot]
+                    self._wake_on(finish)
+                elif finish == self._wake_at:
+                    self._due.append(slot)
+                return
+        if dirty:
+            self._seq = _rebalance_component(
+                np.fromiter(dirty, dtype=np.int64, count=len(dirty)), self._used,
+                self._state, self._path_of, self._values, self._order, self._seq,
+                self._listed.data, self._listed_ptr.data, self._distinct.data, self._distinct_ptr.data,
+                self.capacity, self._scratch, now,
+            )  # fmt: skip
+        self._arm()
+
+
+# ---- kernels ---------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _due(state: np.ndarray, values: np.ndarray, order: np.ndarray, used: int) -> np.ndarray:
+    """The flows in progress with the earliest completion time, in the order their times were set."""
+    best = np.inf
+    n = 0
+    for s in range(used):
+        if state[s] == RATED:
+            t = values[FINISH, s]
+            if t < best:
+                best = t
+                n = 1
+            elif t == best:
+                n += 1
+    slots = np.empty(n, dtype=np.int64)
+    keys = np.empty(n, dtype=np.int64)
+    k = 0
+    for s in range(used):
+        if state[s] == RATED and values[FINISH, s] == best:
+            slots[k] = s
+            keys[k] = order[s]
+            k += 1
+    if n > 1:
+        return slots[np.argsort(keys, kind="mergesort")]
+    return slots
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _set_rate(
+    s: int, rate: float, now: float, state: np.ndarray, values: np.ndarray, order: np.ndarray, seq: int
+) -> int:
+    """Give flow ``s`` its new rate from now on and set its completion time at that rate."""
+    if state[s] == RATED:
+        left = values[REMAINING, s] - values[RATE, s] * (now - values[UPDATED, s])
+        values[REMAINING, s] = left if left > 0.0 else 0.0
+    state[s] = RATED
+    values[UPDATED, s] = now
+    values[RATE, s] = rate
+    values[FINISH, s] = now + values[REMAINING, s] / rate
+    order[s] = seq
+    return seq + 1
+
+
+@numba.njit(cache=True)
+def _alone_rate(
+    listed: np.ndarray, listed_ptr: np.ndarray, pid: int, capacity: np.ndarray, scratch: np.ndarray
+) -> float:
+    """Progressive filling for one flow: its tightest link's capacity over the times it lists it."""
+    a, b = listed_ptr[pid], listed_ptr[pid + 1]
+    for k in range(a, b):
+        scratch[listed[k]] = 0
+    for k in range(a, b):
+        scratch[listed[k]] += 1
+    share = np.inf
+    for k in range(a, b):  # in order of first listing; the first of equally tight links wins
+        lid = listed[k]
+        if scratch[lid] > 0:
+            s = capacity[lid] / scratch[lid]
+            if s < share:
+                share = s
+            scratch[lid] = 0
+    for k in range(a, b):
+        scratch[listed[k]] = -1
+    return share
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _rebalance_component(
+    dirty: np.ndarray, used: int, state: np.ndarray, path_of: np.ndarray, values: np.ndarray,
+    order: np.ndarray, seq: int,
+    listed: np.ndarray, listed_ptr: np.ndarray, distinct: np.ndarray, distinct_ptr: np.ndarray,
+    capacity: np.ndarray, scratch: np.ndarray, now: float,
+) -> int:  # fmt: skip
+    """Recompute the max-min rates of every flow connected to a ``dirty`` link.
+
+    Returns the next completion-order number. ``scratch`` (one entry per link, all -1)
+    is left as it was found.
+    """
+    n_links = capacity.shape[0]
+    # Per link, the flows in progress on it (once each), in the order they started.
+    on_count = np.zeros(n_links + 1, dtype=np.int64)
+    for s in range(used):
+        if state[s] != FREE:
+            p = path_of[s]
+            for k in range(distinct_ptr[p], distinct_ptr[p + 1]):
+                on_count[distinct[k] + 1] += 1
+    on_ptr = np.cumsum(on_count)
+    on_flows = np.empty(on_ptr[n_links], dtype=np.int64)
+    fill = on_ptr[:-1].copy()
+    for s in range(used):
+        if state[s] != FREE:
+            p = path_of[s]
+            for k in range(distinct_ptr[p], distinct_ptr[p + 1]):
+                lid = distinct[k]
+                on_flows[fill[lid]] = s
+                fill[lid] += 1
+    # The component: breadth first from the dirty links, a link's flows in start order.
+    in_comp = np.zeros(used, dtype=np.bool_)
+    comp = np.empty(used, dtype=np.int64)
+    m = 0
+    link_seen = np.zeros(n_links, dtype=np.bool_)
+    frontier = np.empty(n_links, dtype=np.int64)
+    grown = np.empty(n_links, dtype=np.int64)
+    nf = 0
+    for lid in dirty:
+        if not link_seen[lid]:
+            link_seen[lid] = True
+            frontier[nf] = lid
+            nf += 1
+    while nf:
+        ng = 0
+        for x in range(nf):
+            lid = frontier[x]
+            for y in range(on_ptr[lid], on_ptr[lid + 1]):
+                s = on_flows[y]
+                if not in_comp[s]:
+                    in_comp[s] = True
+                    comp[m] = s
+                    m += 1
+                    p = path_of[s]
+                    for k in range(listed_ptr[p], listed_ptr[p + 1]):
+                        other = listed[k]
+                        if not link_seen[other]:
+                            link_seen[other] = True
+                            grown[ng] = other
+                            ng += 1
+        frontier, grown = grown, frontier
+        nf = ng
+    if m == 0:
+        return seq
+    # Progressive filling over the component's links, numbered by first listing
+    # (flows in component order, each flow's links as listed).
+    n_local = 0
+    local_links = np.empty(n_links, dtype=np.int64)
+    for i in range(m):
+        p = path_of[comp[i]]
+        for k in range(listed_ptr[p], listed_ptr[p + 1]):
+            lid = listed[k]
+            if scratch[lid] < 0:
+                scratch[lid] = n_local
+                local_links[n_local] = lid
+                n_local += 1
+    count = np.zeros(n_local, dtype=np.int64)  # listings by flows not yet fixed
+    cap = np.empty(n_local, dtype=np.float64)
+    for j in range(n_local):
+        cap[j] = capacity[local_links[j]]
+    for i in range(m):
+        p = path_of[comp[i]]
+        for k in range(listed_ptr[p], listed_ptr[p + 1]):
+            count[scratch[listed[k]]] += 1
+    users_ptr = np.zeros(n_local + 1, dtype=np.int64)
+    users_ptr[1:] = np.cumsum(count)
+    users = np.empty(users_ptr[n_local], dtype=np.int64)
+    fill = users_ptr[:-1].copy()
+    for i in range(m):
+        p = path_of[comp[i]]
+        for k in range(listed_ptr[p], listed_ptr[p + 1]):
+            j = scratch[listed[k]]
+            users[fill[j]] = i
+            fill[j] += 1
+    # A heap of (share, link): the tightest link first and, among equally tight ones, the
+    # first listed (what a scan of the links in order finds). Fixing a flow at the least
+    # share s leaves a link of capacity c and n flows (c / n >= s) the share
+    # (c - s) / (n - 1) >= c / n, so shares grow: an entry is refreshed lazily, when it
+    # reaches the top with an old share (once per link, not once per flow fixed). Rounding
+    # can make a share shrink by an ulp (c = n s): that entry moves up at once.
+    heap_share = np.empty(n_local, dtype=np.float64)
+    heap_link = np.empty(n_local, dtype=np.int64)
+    pos = np.empty(n_local, dtype=np.int64)  # each link's place in the heap
+    for j in range(n_local):
+        heap_share[j] = cap[j] / count[j]
+        heap_link[j] = j
+        pos[j] = j
+    size = n_local
+    for j in range(n_local // 2 - 1, -1, -1):
+        _sift_down(heap_share, heap_link, pos, size, j)
+    new_rate = np.full(m, -1.0)
+    left_to_fix = m
+    while left_to_fix:
+        best = heap_link[0]
+        if count[best] == 0:  # no flow left to fix on it
+            size -= 1
+            heap_share[0], heap_link[0] = heap_share[size], heap_link[size]
+            pos[heap_link[0]] = 0
+            _sift_down(heap_share, heap_link, pos, size, 0)
+            continue
+        share = cap[best] / count[best]
+        if share != heap_share[0]:  # it grew since it was queued
+            heap_share[0] = share
+            _sift_down(heap_share, heap_link, pos, size, 0)
+            continue
+        for u in range(users_ptr[best], users_ptr[best + 1]):
+            i = users[u]
+            if new_rate[i] >= 0.0:
+                continue
+            new_rate[i] = share
+            left_to_fix -= 1
+            p = path_of[comp[i]]
+            for k in range(listed_ptr[p], listed_ptr[p + 1]):
+                j = scratch[listed[k]]
+                n = count[j] - 1
+                count[j] = n
+                if n:
+                    left = cap[j] - share
+                    cap[j] = left if left > 0.0 else 0.0
+                    now_share = cap[j] / n
+                    if now_share < heap_share[pos[j]]:
+                        heap_share[pos[j]] = now_share
+                        _sift_up(heap_share, heap_link, pos, pos[j])
+    for j in range(n_local):
+        scratch[local_links[j]] = -1
+    for i in range(m):  # component order: the order completion times are set in
+        s = comp[i]
+        rate = new_rate[i]
+        if rate != values[RATE, s] or state[s] != RATED:  # else unchanged: its completion time stands
+            seq = _set_rate(s, rate, now, state, values, order, seq)
+    return seq
+
+
+@numba.njit(cache=True)
+def _before(share: np.ndarray, link: np.ndarray, a: int, b: int) -> bool:
+    return share[a] < share[b] or (share[a] == share[b] and link[a] < link[b])
+
+
+@numba.njit(cache=True)
+def _swap(share: np.ndarray, link: np.ndarray, pos: np.ndarray, a: int, b: int) -> None:
+    share[a], share[b] = share[b], share[a]
+    link[a], link[b] = link[b], link[a]
+    pos[link[a]] = a
+    pos[link[b]] = b
+
+
+@numba.njit(cache=True)
+def _sift_down(share: np.ndarray, link: np.ndarray, pos: np.ndarray, size: int, i: int) -> None:
+    """Restore the heap order of ``(share, link)`` below position ``i``."""
+    while True:
+        small = i
+        for c in (2 * i + 1, 2 * i + 2):
+            if c < size and _before(share, link, c, small):
+                small = c
+        if small == i:
             return
-        frontier = list(comp_links)
-        while frontier:
-            grown = []
-            for lid in frontier:
-                for f in flows_on[lid]:
-                    if f not in comp_flows:
-                        comp_flows[f] = None
-                        for other in f.links:
-                            if other not in comp_links:
-                                comp_links[other] = None
-                                grown.append(other)
-            frontier = grown
-        if not comp_flows:
+        _swap(share, link, pos, i, small)
+        i = small
+
+
+@numba.njit(cache=True)
+def _sift_up(share: np.ndarray, link: np.ndarray, pos: np.ndarray, i: int) -> None:
+    """Restore the heap order of ``(share, link)`` above position ``i``."""
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _before(share, link, i, parent):
             return
-        flows = list(comp_flows)
-        rates = self._max_min(flows)
-        reschedule = self._reschedule
-        for f, rate in zip(flows, rates, strict=True):  # component order: deterministic rescheduling
-            if rate != f.rate or not f.version:  # else unchanged: its scheduled completion stands
-                reschedule(f, rate)
-
-    def _reschedule(self, f: Flow, rate: float) -> None:
-        """Give ``f`` its new rate from now on and queue its completion at that rate."""
-        clock = self.clock
-        now = clock.now
-        if f.version:
-            f.remaining -= f.rate * (now - f.updated)
-            if f.remaining < 0.0:
-                f.remaining = 0.0
-        f.updated = now
-        f.rate = rate
-        f.version += 1
-        clock.call_at(now + f.remaining / rate, partial(self._finish, f, f.version))
-
-    def _max_min(self, flows: list[Flow]) -> tuple[float, ...]:
-        """Max-min fair rates of ``flows`` (one connected component), in the same order.
-
-        The result depends only on the flows' link lists, in order (links are visited in
-        order of first appearance, and ties between equally tight links go to the first),
-        so it is memoised on them: collective steps and recurring copy patterns repeat
-        the same component many times.
-        """
-        key = tuple([f.links for f in flows])
-        cached = self._memo.get(key)
-        if cached is not None:
-            return cached
-        capacity = self.capacity
-        count: dict[int, int] = {}
-        users: dict[int, list[int]] = {}
-        for i, links in enumerate(key):
-            for lid in links:
-                if lid in count:
-                    count[lid] += 1
-                    users[lid].append(i)
-                else:
-                    count[lid] = 1
-                    users[lid] = [i]
-        cap = {lid: capacity[lid] for lid in count}
-        rates = [-1.0] * len(key)
-        left_to_fix = len(key)
-        while left_to_fix:
-            best = -1
-            share = float("inf")
-            for lid, n in count.items():
-                s = cap[lid] / n
-                if s < share:
-                    share = s
-                    best = lid
-            for i in users[best]:
-                if rates[i] >= 0.0:
-                    continue
-                rates[i] = share
-                left_to_fix -= 1
-                for lid in key[i]:
-                    n = count[lid] - 1
-                    if n:
-                        count[lid] = n
-                        left = cap[lid] - share
-                        cap[lid] = left if left > 0.0 else 0.0
-                    else:
-                        del count[lid]  # no unfixed flow left on it: out of the scan
-        result = tuple(rates)
-        if len(self._memo) >= MEMO_LIMIT:
-            self._memo.clear()
-        self._memo[key] = result
-        return result
+        _swap(share, link, pos, i, parent)
+        i = parent
