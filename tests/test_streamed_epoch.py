@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from workbench import epoch
 from workbench.config import config_from_dict
 from workbench.graph.datasets import load_dataset
 from workbench.registry import SAMPLERS
 from workbench.run import prepare_run
+from workbench.strategies.sampling.bulk_matrix import BulkMatrixSampler
 
 
 def whole_epoch_worker_by_worker(graph, samplers, batches, seed):
@@ -61,7 +63,19 @@ def test_an_epoch_too_large_for_memory_streams_and_is_not_cached(tmp_path, monke
         assert all(same_minibatch(a, b) for a, b in zip(streamed[i], row, strict=True))
 
 
-def test_a_plan_of_a_streamed_epoch_equals_the_plan_of_the_whole_one(tmp_path, monkeypatch):
+MODEL_CENTRIC = {
+    "placement": {"name": "degree"},
+    "cache": {"capacity": "20%"},
+    "sampling": {"name": "neighbor", "fanouts": [4, 3]},
+}
+BULK_PIPELINE = {
+    "sampling": {"name": "bulk-matrix", "fanouts": [4, 3]},
+    "execution": {"name": "bulk-pipeline", "mode": "partitioned-1.5d", "replication": 2, "bulk": 4},
+}
+
+
+@pytest.mark.parametrize("scheme", [MODEL_CENTRIC, BULK_PIPELINE], ids=["model-centric", "bulk-pipeline"])
+def test_a_plan_of_a_streamed_epoch_equals_the_plan_of_the_whole_one(tmp_path, monkeypatch, scheme):
     cfg = config_from_dict(
         {
             "name": "stream",
@@ -71,9 +85,7 @@ def test_a_plan_of_a_streamed_epoch_equals_the_plan_of_the_whole_one(tmp_path, m
             "model": {"name": "sage", "hidden": 16, "num_layers": 2},
             "training": {"batch_size": 32, "iterations": 4},
             "partition": {"name": "random"},
-            "placement": {"name": "degree"},
-            "cache": {"capacity": "20%"},
-            "sampling": {"name": "neighbor", "fanouts": [4, 3]},
+            **scheme,
         },
         "stream.toml",
     )
@@ -82,7 +94,62 @@ def test_a_plan_of_a_streamed_epoch_equals_the_plan_of_the_whole_one(tmp_path, m
     monkeypatch.setattr(epoch, "_LAST", [None, None])
     streamed = prepare_run(cfg, cache_dir=str(tmp_path / "streamed"))
     assert isinstance(streamed.inputs.epoch, epoch.StreamedEpoch)
+    draws = []
+    original = BulkMatrixSampler.sample_many
+    monkeypatch.setattr(BulkMatrixSampler, "sample_many", lambda *a: draws.append(1) or original(*a))
     a, b = whole.plan(), streamed.plan()
     assert [(t.id, t.kind, t.bytes, t.deps) for t in a.tasks] == [
         (t.id, t.kind, t.bytes, t.deps) for t in b.tasks
     ]
+    # Planning reads the epoch in order: one pass over the 4 workers' chunks per iteration after
+    # the first (which the memory check drew), not a pass per read of an earlier iteration.
+    iterations = len(streamed.inputs.epoch)
+    assert iterations >= 3
+    assert len(draws) == ((iterations - 1) * 4 if scheme is BULK_PIPELINE else 0)
+
+
+def whole_epoch_in_chunks(graph, samplers, batches, seed, chunk):
+    """The epoch drawn the way sample_epoch draws it for bulk samplers: each worker's minibatches
+    ``chunk`` at a time from its own generator, one worker after the other."""
+    per_worker = []
+    for w, sampler in enumerate(samplers):
+        rng = np.random.default_rng([seed, w])
+        mine = [row[w] for row in batches]
+        out = []
+        for start in range(0, len(mine), chunk):
+            out.extend(sampler.sample_many(graph, mine[start : start + chunk], rng))
+        per_worker.append(out)
+    return [[per_worker[w][i] for w in range(len(samplers))] for i in range(len(batches))]
+
+
+def test_a_bulk_sampler_streams_in_windows_with_the_whole_epochs_minibatches(monkeypatch):
+    # Chunks of 4 iterations and a budget of about two iterations: windows of one iteration
+    # (the budget less the one kept before), passes that start inside a chunk and cross into
+    # the next, and iterations asked for out of order.
+    graph, _, batches = setup()
+    samplers = [SAMPLERS.create("bulk-matrix", fanouts=[4, 3], bulk=2)] * 3
+    monkeypatch.setattr(epoch, "SAMPLE_CHUNK", 4)
+    expected = whole_epoch_in_chunks(graph, samplers, batches, 7, 4)
+    assert len(expected) >= 9
+    one = sum(epoch._minibatch_bytes(mb) for mb in expected[0])
+    monkeypatch.setattr(
+        "workbench.graph.specs.available_memory", lambda: int(2.5 * one / epoch.EPOCH_MEMORY_SHARE)
+    )
+    streamed = epoch.StreamedEpoch(graph, samplers, batches, 7)
+    assert streamed.bulk and streamed.too_large() and streamed.window == 1
+    for i in [0, 1, 2, 3, 4, 7, 5, 0, len(expected) - 1, 2]:
+        assert all(same_minibatch(a, b) for a, b in zip(streamed[i], expected[i], strict=True)), i
+        assert len(streamed._kept) <= epoch.STREAM_KEEP
+
+
+def test_a_bulk_sampler_whose_epoch_fits_is_kept_whole_in_one_pass(monkeypatch):
+    graph, _, batches = setup()
+    samplers = [SAMPLERS.create("bulk-matrix", fanouts=[4, 3], bulk=2)] * 3
+    expected = whole_epoch_in_chunks(graph, samplers, batches, 7, epoch.SAMPLE_CHUNK)
+    calls = []
+    original = samplers[0].sample_many
+    monkeypatch.setattr(samplers[0], "sample_many", lambda *a: calls.append(1) or original(*a))
+    whole = epoch.sample_epoch(graph, samplers, batches, 7)
+    assert isinstance(whole, list) and len(calls) == 3  # one chunk per worker, sampled once
+    for got, want in zip(whole, expected, strict=True):
+        assert all(same_minibatch(a, b) for a, b in zip(got, want, strict=True))

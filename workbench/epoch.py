@@ -112,28 +112,10 @@ def sample_epoch(
         if cached is not None:
             _LAST[:] = [path, cached]
             return cached
-    if not any(_samples_in_bulk(s) for s in samplers):
-        lazy = StreamedEpoch(graph, samplers, batches, seed, progress=progress)
-        if lazy.too_large():
-            return lazy  # neither kept whole nor cached: see StreamedEpoch
-        epoch = list(lazy)
-        if path is not None:
-            _save(path, epoch)
-            _LAST[:] = [path, epoch]
-        return epoch
-    per_worker: list[list[Minibatch]] = []
-    bar = _progress(len(samplers) * len(batches), "sampling", progress)
-    # bulk_matrix_streams replays these draws (same generators, same chunks): change both together.
-    for w, sampler in enumerate(samplers):
-        rng = np.random.default_rng([seed, w])
-        mine = [row[w] for row in batches]
-        out: list[Minibatch] = []
-        for start in range(0, len(mine), SAMPLE_CHUNK):
-            out.extend(sampler.sample_many(graph, mine[start : start + SAMPLE_CHUNK], rng))
-            bar(len(mine[start : start + SAMPLE_CHUNK]))
-        per_worker.append(out)
-    bar(0, done=True)
-    epoch = [[per_worker[w][i] for w in range(len(samplers))] for i in range(len(batches))]
+    lazy = StreamedEpoch(graph, samplers, batches, seed, progress=progress)
+    if lazy.too_large():
+        return lazy  # neither kept whole nor cached: see StreamedEpoch
+    epoch = list(lazy)
     if path is not None:
         _save(path, epoch)
         _LAST[:] = [path, epoch]
@@ -156,11 +138,16 @@ STREAM_KEEP = 2
 class StreamedEpoch(Sequence[list[Minibatch]]):
     """An epoch sampled iteration by iteration as a plan asks for it, keeping the last few.
 
-    Worker ``w`` draws from its own generator seeded ``[seed, w]``, one minibatch at a time, as
-    :func:`sample_epoch` does for samplers that sample one minibatch at a time: asked in order,
-    it yields the same minibatches. An iteration asked for again after it was dropped is sampled
-    again from the start (same numbers, more time). Used whole (``list(epoch)``) for an epoch that
-    fits; left streaming, and not cached on disk, for one that :meth:`too_large` says does not.
+    Worker ``w`` draws from its own generator seeded ``[seed, w]``, its minibatches in order,
+    ``SAMPLE_CHUNK`` at a time (a bulk sampler bulks within a chunk, so its draws depend on the
+    chunks): asked in order, it yields the minibatches :func:`sample_epoch` would keep whole.
+    A sampler that samples one minibatch at a time is asked one iteration at a time. A bulk
+    sampler is asked for a worker's whole chunk, from the generator's state at the chunk's
+    start (recorded on the way), and only a window of ``window`` iterations is kept from it:
+    a window that ends inside a chunk samples that chunk again for the next (the same numbers,
+    more time). An iteration asked for again after it was dropped is sampled again. Used whole
+    (``list(epoch)``) for an epoch that fits; left streaming, and not cached on disk, for one
+    that :meth:`too_large` says does not.
     """
 
     def __init__(
@@ -177,11 +164,15 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
         self.batches = batches
         self.seed = seed
         self.width = len(self.samplers)  # minibatches per iteration
+        self.bulk = any(_samples_in_bulk(s) for s in self.samplers)
+        self.window = len(batches)  # iterations a bulk sampler's pass keeps (set by too_large)
         self._progress = progress
         self._restart()
 
     def _restart(self) -> None:
         self._rngs = [np.random.default_rng([self.seed, w]) for w in range(self.width)]
+        # Per worker, its generator's state at the start of each chunk reached so far.
+        self._chunk_states: list[dict[int, Any]] = [{0: r.bit_generator.state} for r in self._rngs]
         self._next = 0
         self._kept: dict[int, list[Minibatch]] = {}
         self._bar = _progress(self.width * len(self.batches), "sampling", self._progress)
@@ -197,6 +188,9 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
             raise IndexError(f"iteration {i} of an epoch of {len(self)}")
         if i in self._kept:
             return self._kept[i]
+        if self.bulk:
+            self._sample_window(i)
+            return self._kept[i]
         if i < self._next:
             self._restart()
         while self._next <= i:
@@ -210,16 +204,76 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
             self._next += 1
         return self._kept[i]
 
+    def _sample_window(self, i: int, budget: float | None = None) -> None:
+        """Keep iterations ``i .. i + window - 1`` (and the one before ``i`` if kept), bulk samplers.
+
+        With a ``budget`` (bytes), the window shrinks to iteration ``i`` alone as soon as what it
+        keeps would take more.
+        """
+        end = min(len(self), i + self.window)
+        self._kept = {j: mbs for j, mbs in self._kept.items() if j == i - 1}
+        rows: dict[int, list[Minibatch]] = {j: [] for j in range(i, end)}
+        kept_bytes = 0
+        for w, sampler in enumerate(self.samplers):
+            mine = [row[w] for row in self.batches]
+            states = self._chunk_states[w]
+            start = max(
+                c for c in states if c <= i // SAMPLE_CHUNK * SAMPLE_CHUNK
+            )  # the last chunk start known
+            rng = np.random.default_rng(0)
+            rng.bit_generator.state = states[start]
+            while start < end:
+                drawn = sampler.sample_many(self.graph, mine[start : start + SAMPLE_CHUNK], rng)
+                states[start + SAMPLE_CHUNK] = rng.bit_generator.state
+                keep = range(max(start, i), min(start + SAMPLE_CHUNK, end))
+                whole = len(keep) == len(drawn)
+                for j in keep:
+                    mb = drawn[j - start] if whole else _owning(drawn[j - start])
+                    rows[j].append(mb)
+                    if budget is not None:
+                        kept_bytes += _minibatch_bytes(mb)
+                start += SAMPLE_CHUNK
+            if budget is not None and kept_bytes > budget and end > i + 1:
+                end = i + 1  # over budget: from here on only iteration i is kept
+                rows = {i: [_owning(mb) for mb in rows[i]]}
+            self._bar(end - i)
+        self._kept.update(rows)
+        self._bar(0, done=end == len(self))
+
     def too_large(self) -> bool:
         """Whether the whole epoch would take more than ``EPOCH_MEMORY_SHARE`` of the available
-        memory, judged by its first iteration's arrays."""
+        memory: judged by its first iteration's arrays, or, for a bulk sampler, by what the first
+        pass over the chunks draws (kept whole when it fits; else the sampler keeps as many
+        iterations per pass as fit that share, at least one)."""
         from workbench.graph.specs import available_memory
 
         if not len(self):
             return False
-        first = sum(_minibatch_bytes(mb) for mb in self[0])
         available = available_memory()
-        return available is not None and first * len(self) > EPOCH_MEMORY_SHARE * available
+        budget = None if available is None else EPOCH_MEMORY_SHARE * available
+        if not self.bulk:
+            first = sum(_minibatch_bytes(mb) for mb in self[0])
+            return budget is not None and first * len(self) > budget
+        self.window = len(self)
+        self._sample_window(0, budget)
+        if len(self._kept) == len(self):
+            return False
+        first = sum(_minibatch_bytes(mb) for mb in self._kept[0])
+        self.window = max(1, int(budget // max(first, 1)) - 1)  # type: ignore[operator]
+        return True
+
+
+def _owning(mb: Minibatch) -> Minibatch:
+    """``mb`` with arrays of its own: a bulk sampler's minibatches are views of buffers shared by
+    its whole chunk, which one kept minibatch would otherwise keep alive."""
+    blocks = [
+        Block(
+            b.src_nodes.copy(), b.dst_nodes.copy(), b.edge_src.copy(), b.edge_dst.copy(),
+            None if b.edge_weight is None else b.edge_weight.copy(),
+        )
+        for b in mb.blocks
+    ]  # fmt: skip
+    return Minibatch(mb.seeds.copy(), blocks)
 
 
 def _minibatch_bytes(mb: Minibatch) -> int:

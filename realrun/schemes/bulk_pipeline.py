@@ -414,6 +414,7 @@ class BulkPipelineExecutor(ModelCentricExecutor):
         sampler, self.streams = sampling_streams(ctx)
         super().__init__(ctx)
         inputs = ctx.inputs
+        self.scheme.check(inputs)
         self.steps = [self.scheme.sampling_step(inputs, s) for s in range(len(self.scheme.steps(inputs)))]
         nccl = dist.get_backend() == "nccl"
         self.comm_device = ctx.device if nccl else torch.device("cpu")

@@ -253,12 +253,17 @@ class BulkPipelineScheme(ExecutionScheme):
                 f"{who}: bulk k={self.bulk} minibatches must be a multiple of the P={p} workers "
                 "(every worker trains k/P of them)"
             )
-        if any(b.edge_weight is not None for row in inputs.epoch for mb in row for b in mb.blocks):
+        # One sampler draws every iteration: the first tells whether blocks are weighted (and reading
+        # no further leaves a streamed epoch unsampled until the plan asks for it).
+        if len(inputs.epoch) and any(b.edge_weight is not None for mb in inputs.epoch[0] for b in mb.blocks):
             raise ConfigError(
                 f"{who}: the epoch's blocks are weighted (a layer-wise sampler such as LADIES); the "
                 "pipeline plans node-wise GraphSAGE bulk sampling (sampler 'bulk-matrix' or 'neighbor')"
             )
-        return max(len(inputs.epoch), 1) if self.bulk is None else self.bulk // p
+        return self._per_step(inputs)
+
+    def _per_step(self, inputs: SchemeInputs) -> int:
+        return max(len(inputs.epoch), 1) if self.bulk is None else self.bulk // inputs.num_workers
 
     # ---- the schedule: every decision, for the plan and the real run -------------------------
     def feature_grid(self, inputs: SchemeInputs) -> ProcessGrid:
@@ -266,8 +271,8 @@ class BulkPipelineScheme(ExecutionScheme):
         return ProcessGrid.of("partitioned-1.5d", self.replication, inputs.workers, inputs.graph.num_nodes)
 
     def steps(self, inputs: SchemeInputs) -> list[range]:
-        """The iterations of each bulk sampling step."""
-        per_step = self.check(inputs)
+        """The iterations of each bulk sampling step (after :meth:`check`)."""
+        per_step = self._per_step(inputs)
         n = len(inputs.epoch)
         return [range(start, min(start + per_step, n)) for start in range(0, n, per_step)]
 
