@@ -372,8 +372,25 @@ def _rebalance_component(
     Returns the next completion-order number. ``scratch`` (one entry per link, all -1)
     is left as it was found.
     """
-    n_links = capacity.shape[0]
-    # Per link, the flows in progress on it (once each), in the order they started.
+    on_ptr, on_flows = _flows_on_links(used, state, path_of, distinct, distinct_ptr, capacity.shape[0])
+    comp = _component(dirty, used, path_of, listed, listed_ptr, on_ptr, on_flows, capacity.shape[0])
+    if comp.shape[0] == 0:
+        return seq
+    new_rate = _progressive_filling(comp, path_of, listed, listed_ptr, capacity, scratch)
+    for i in range(comp.shape[0]):  # component order: the order completion times are set in
+        s = comp[i]
+        rate = new_rate[i]
+        if rate != values[RATE, s] or state[s] != RATED:  # else unchanged: its completion time stands
+            seq = _set_rate(s, rate, now, state, values, order, seq)
+    return seq
+
+
+@numba.njit(cache=True)
+def _flows_on_links(
+    used: int, state: np.ndarray, path_of: np.ndarray, distinct: np.ndarray, distinct_ptr: np.ndarray,
+    n_links: int,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Per link, the flows in progress on it (once each), in the order they started (CSR)."""
     on_count = np.zeros(n_links + 1, dtype=np.int64)
     for s in range(used):
         if state[s] != FREE:
@@ -390,7 +407,15 @@ def _rebalance_component(
                 lid = distinct[k]
                 on_flows[fill[lid]] = s
                 fill[lid] += 1
-    # The component: breadth first from the dirty links, a link's flows in start order.
+    return on_ptr, on_flows
+
+
+@numba.njit(cache=True)
+def _component(
+    dirty: np.ndarray, used: int, path_of: np.ndarray, listed: np.ndarray, listed_ptr: np.ndarray,
+    on_ptr: np.ndarray, on_flows: np.ndarray, n_links: int,
+) -> np.ndarray:  # fmt: skip
+    """The flows connected to a ``dirty`` link: breadth first from them, a link's flows in start order."""
     in_comp = np.zeros(used, dtype=np.bool_)
     comp = np.empty(used, dtype=np.int64)
     m = 0
@@ -422,12 +447,22 @@ def _rebalance_component(
                             ng += 1
         frontier, grown = grown, frontier
         nf = ng
-    if m == 0:
-        return seq
-    # Progressive filling over the component's links, numbered by first listing
-    # (flows in component order, each flow's links as listed).
+    return comp[:m]
+
+
+@numba.njit(cache=True)
+def _progressive_filling(
+    comp: np.ndarray, path_of: np.ndarray, listed: np.ndarray, listed_ptr: np.ndarray, capacity: np.ndarray,
+    scratch: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """Max-min fair rates of the flows ``comp`` (one component), in that order.
+
+    The component's links are numbered by first listing (flows in component order, each
+    flow's links as listed); ``scratch`` maps link to number and is reset to -1 after.
+    """
+    m = comp.shape[0]
     n_local = 0
-    local_links = np.empty(n_links, dtype=np.int64)
+    local_links = np.empty(capacity.shape[0], dtype=np.int64)
     for i in range(m):
         p = path_of[comp[i]]
         for k in range(listed_ptr[p], listed_ptr[p + 1]):
@@ -454,12 +489,26 @@ def _rebalance_component(
             j = scratch[listed[k]]
             users[fill[j]] = i
             fill[j] += 1
-    # A heap of (share, link): the tightest link first and, among equally tight ones, the
-    # first listed (what a scan of the links in order finds). Fixing a flow at the least
-    # share s leaves a link of capacity c and n flows (c / n >= s) the share
-    # (c - s) / (n - 1) >= c / n, so shares grow: an entry is refreshed lazily, when it
-    # reaches the top with an old share (once per link, not once per flow fixed). Rounding
-    # can make a share shrink by an ulp (c = n s): that entry moves up at once.
+    new_rate = _fill(m, n_local, cap, count, users_ptr, users, comp, path_of, listed, listed_ptr, scratch)
+    for j in range(n_local):
+        scratch[local_links[j]] = -1
+    return new_rate
+
+
+@numba.njit(cache=True)
+def _fill(
+    m: int, n_local: int, cap: np.ndarray, count: np.ndarray, users_ptr: np.ndarray, users: np.ndarray,
+    comp: np.ndarray, path_of: np.ndarray, listed: np.ndarray, listed_ptr: np.ndarray, scratch: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """Raise every rate together; freeze the flows of the link that saturates first; repeat.
+
+    A heap of (share, link): the tightest link first and, among equally tight ones, the
+    first listed (what a scan of the links in order finds). Fixing a flow at the least
+    share s leaves a link of capacity c and n flows (c / n >= s) the share
+    (c - s) / (n - 1) >= c / n, so shares grow: an entry is refreshed lazily, when it
+    reaches the top with an old share (once per link, not once per flow fixed). Rounding
+    can make a share shrink by an ulp (c = n s): that entry moves up at once.
+    """
     heap_share = np.empty(n_local, dtype=np.float64)
     heap_link = np.empty(n_local, dtype=np.int64)
     pos = np.empty(n_local, dtype=np.int64)  # each link's place in the heap
@@ -503,14 +552,7 @@ def _rebalance_component(
                     if now_share < heap_share[pos[j]]:
                         heap_share[pos[j]] = now_share
                         _sift_up(heap_share, heap_link, pos, pos[j])
-    for j in range(n_local):
-        scratch[local_links[j]] = -1
-    for i in range(m):  # component order: the order completion times are set in
-        s = comp[i]
-        rate = new_rate[i]
-        if rate != values[RATE, s] or state[s] != RATED:  # else unchanged: its completion time stands
-            seq = _set_rate(s, rate, now, state, values, order, seq)
-    return seq
+    return new_rate
 
 
 @numba.njit(cache=True)
