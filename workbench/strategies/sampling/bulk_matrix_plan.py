@@ -403,21 +403,33 @@ class _PlanBuilder:
                 "source": "paper 004, section 5",
             },
         )
+        self._right: sp.csr_matrix | None = None
         if self.ladies:
-            a_hat = normalized_adjacency(graph)
-            self.right = a_hat
-            self.row_nnz = np.diff(a_hat.indptr)
+            self._right = normalized_adjacency(graph)
+            self.row_nnz = np.diff(self._right.indptr)
         else:
-            self.right = sp.csr_matrix(
-                (np.ones(graph.num_edges, dtype=np.float32), graph.indices, graph.indptr),
-                shape=(graph.num_nodes,) * 2,
-            )
             self.row_nnz = graph.in_degrees()
         self.batch_row = batch_rows(len(minibatches), self.rows)
         self.bounds = self.grid.bounds
 
     def device(self, i: int, j: int) -> str:
         return self.grid.device(i, j)
+
+    @property
+    def right(self) -> sp.csr_matrix:
+        """The right operand of ``P = Q A``: LADIES' normalized adjacency, else ``A`` with values 1.
+
+        Built on first use: GraphSAGE's product rows are ``A``'s rows, so its plan only counts
+        them (``row_nnz``) and never needs ``A`` as a matrix (papers-like at full size: 6.4 GB
+        of values, and its int32 column ids copied to int64).
+        """
+        if self._right is None:
+            graph = self.graph
+            self._right = sp.csr_matrix(
+                (np.ones(graph.num_edges, dtype=np.float32), graph.indices, graph.indptr),
+                shape=(graph.num_nodes,) * 2,
+            )
+        return self._right
 
     # ---- building ---------------------------------------------------------------------
     def build(self) -> None:
