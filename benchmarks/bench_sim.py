@@ -97,6 +97,22 @@ list, a compute task's end queued as its bare index); flows find a link list's l
 and flow sets once and skip the component search for a flow that starts alone (most
 ring-collective steps); and a run leaves no reference cycle, so no GC pass over its
 lists follows it.
+
+The flow network on slot arrays and numba kernels (2026-11-26, for all-to-alls among 128
+GPUs: papers-like at scale 0.01, one bulk-pipeline iteration, about 10 minutes -> 36 s)
+costs this plan's small components: its version before (ad3354b, a worktree) and after,
+alternately, twice each, on the 2-core VM with another job on the other core::
+
+    before: first simulation execute 0.360-0.362 s, 125-140k tasks/s end to end (ratio
+            0.45-0.50); checked plan again execute 0.357-0.368 s, 227-230k tasks/s
+    after:  first simulation execute 0.645-0.696 s, 86-93k tasks/s end to end (ratio 0.60):
+            about 0.27 s of it is numba loading the kernels from its cache on their first
+            call in a process (a run of the workbench pays it in sampling or placement
+            anyway; this script does not); checked plan again execute 0.455-0.475 s,
+            180-187k tasks/s (ratio 0.85)
+
+so the first simulation of a fresh process misses the 100k tasks/s target here, and a flow
+costs about 2.5 us more (a kernel call to set its rate, one to find the next completion).
 """
 
 from __future__ import annotations
