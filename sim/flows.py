@@ -46,6 +46,8 @@ COMPACT_MIN = 64
 
 # A slot's state (``FlowNetwork._state``).
 FREE, STARTED, RATED = 0, 1, 2  # ended (or never used); in progress without a rate yet; with one
+# The per-slot arrays of ``FlowNetwork`` (``_values`` holds one row per float, below).
+SLOT_ARRAYS = ("_state", "_path_of", "_order", "_values")
 # Rows of ``FlowNetwork._values``.
 REMAINING, RATE, UPDATED, FINISH = 0, 1, 2, 3  # bytes left at UPDATED, the rate since, its completion time
 
@@ -63,11 +65,6 @@ class Flow:
     @property
     def rate(self) -> float:
         return float(self.net._values[RATE, self.slot])
-
-    @property
-    def remaining(self) -> float:
-        """Bytes left as of the flow's last rate change."""
-        return float(self.net._values[REMAINING, self.slot])
 
 
 class _Growing:
@@ -133,14 +130,11 @@ class FlowNetwork:
 
     def _grow_slots(self) -> None:
         n, used = 2 * self._state.shape[0], self._used
-        for name in ("_state", "_path_of", "_order"):
+        for name in SLOT_ARRAYS:
             old = getattr(self, name)
-            array = np.zeros(n, dtype=old.dtype)
-            array[:used] = old[:used]
+            array = np.zeros(old.shape[:-1] + (n,), dtype=old.dtype)
+            array[..., :used] = old[..., :used]
             setattr(self, name, array)
-        values = np.zeros((4, n), dtype=np.float64)
-        values[:, :used] = self._values[:, :used]
-        self._values = values
 
     def _path(self, links: tuple[int, ...]) -> int:
         pid = self._paths.get(links)
@@ -179,10 +173,14 @@ class FlowNetwork:
         self._last_alone = alone
         self._started += 1
         self._dirty.update(dict.fromkeys(self._distinct_of[pid]))
+        self._rebalance_later()
+        return flow
+
+    def _rebalance_later(self) -> None:
+        """Recompute rates once, after every other event of this instant."""
         if not self._rebalance_pending:
             self._rebalance_pending = True
             self.clock.call_later(0.0, self._rebalance, LATE)
-        return flow
 
     def close(self) -> None:
         """Forget the flows' callbacks (they may be bound to the caller: a cycle)."""
@@ -193,10 +191,9 @@ class FlowNetwork:
         """Squeeze ended flows out of the slot arrays, keeping the order flows started in."""
         keep = np.flatnonzero(self._state[: self._used])
         n = keep.shape[0]
-        for name in ("_state", "_path_of", "_order"):
+        for name in SLOT_ARRAYS:
             array = getattr(self, name)
-            array[:n] = array[keep]
-        self._values[:, :n] = self._values[:, keep]
+            array[..., :n] = array[..., keep]
         self._state[n : self._used] = FREE
         flows = [self._flows[i] for i in keep.tolist()]
         for slot, flow in enumerate(flows):
@@ -227,9 +224,8 @@ class FlowNetwork:
                 occupancy[lid] -= 1
                 if occupancy[lid]:  # a link left idle has nobody to speed up
                     dirty[lid] = None
-            if dirty and not self._rebalance_pending:
-                self._rebalance_pending = True
-                self.clock.call_later(0.0, self._rebalance, LATE)
+            if dirty:
+                self._rebalance_later()
             flow.on_done()  # type: ignore[union-attr]
         if not self._rebalance_pending:
             self._arm()
@@ -266,11 +262,14 @@ class FlowNetwork:
                 # The flow that just started alone is the only flow on its links now, and
                 # the dirty links are its links: its rate is its link list's alone rate.
                 rate = self._alone[pid]
-                if rate < 0.0:
-                    rate = self._alone[pid] = _alone_rate(
-                        self._listed.data, self._listed_ptr.data, pid, self.capacity, self._scratch
-                    )
                 slot = last.slot
+                if rate < 0.0:
+                    rate = self._alone[pid] = float(
+                        _progressive_filling(
+                            np.array([slot]), self._path_of, self._listed.data, self._listed_ptr.data,
+                            self.capacity, self._scratch,
+                        )[0]
+                    )  # fmt: skip
                 self._seq = _set_rate(slot, rate, now, self._state, self._values, self._order, self._seq)
                 if not self._due_known:
                     self._arm()
@@ -335,29 +334,6 @@ def _set_rate(
     values[FINISH, s] = now + values[REMAINING, s] / rate
     order[s] = seq
     return seq + 1
-
-
-@numba.njit(cache=True)
-def _alone_rate(
-    listed: np.ndarray, listed_ptr: np.ndarray, pid: int, capacity: np.ndarray, scratch: np.ndarray
-) -> float:
-    """Progressive filling for one flow: its tightest link's capacity over the times it lists it."""
-    a, b = listed_ptr[pid], listed_ptr[pid + 1]
-    for k in range(a, b):
-        scratch[listed[k]] = 0
-    for k in range(a, b):
-        scratch[listed[k]] += 1
-    share = np.inf
-    for k in range(a, b):  # in order of first listing; the first of equally tight links wins
-        lid = listed[k]
-        if scratch[lid] > 0:
-            s = capacity[lid] / scratch[lid]
-            if s < share:
-                share = s
-            scratch[lid] = 0
-    for k in range(a, b):
-        scratch[listed[k]] = -1
-    return share
 
 
 @numba.njit(cache=True, error_model="numpy")

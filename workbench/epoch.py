@@ -222,6 +222,7 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
             )  # the last chunk start known
             rng = np.random.default_rng(0)
             rng.bit_generator.state = states[start]
+            # bulk_matrix_streams replays these draws (same generators, same chunks): change both together.
             while start < end:
                 drawn = sampler.sample_many(self.graph, mine[start : start + SAMPLE_CHUNK], rng)
                 states[start + SAMPLE_CHUNK] = rng.bit_generator.state
