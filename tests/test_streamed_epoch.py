@@ -95,8 +95,8 @@ def test_a_plan_of_a_streamed_epoch_equals_the_plan_of_the_whole_one(tmp_path, m
     streamed = prepare_run(cfg, cache_dir=str(tmp_path / "streamed"))
     assert isinstance(streamed.inputs.epoch, epoch.StreamedEpoch)
     draws = []
-    original = BulkMatrixSampler.sample_many
-    monkeypatch.setattr(BulkMatrixSampler, "sample_many", lambda *a: draws.append(1) or original(*a))
+    original = BulkMatrixSampler.sample_window
+    monkeypatch.setattr(BulkMatrixSampler, "sample_window", lambda *a: draws.append(1) or original(*a))
     a, b = whole.plan(), streamed.plan()
     assert [(t.id, t.kind, t.bytes, t.deps) for t in a.tasks] == [
         (t.id, t.kind, t.bytes, t.deps) for t in b.tasks
@@ -142,14 +142,15 @@ def test_a_bulk_sampler_streams_in_windows_with_the_whole_epochs_minibatches(mon
         assert len(streamed._kept) <= epoch.STREAM_KEEP
 
 
-def test_a_bulk_sampler_whose_epoch_fits_is_kept_whole_in_one_pass(monkeypatch):
+def test_a_bulk_sampler_whose_epoch_fits_is_kept_whole_after_one_probe(monkeypatch):
     graph, _, batches = setup()
     samplers = [SAMPLERS.create("bulk-matrix", fanouts=[4, 3], bulk=2)] * 3
     expected = whole_epoch_in_chunks(graph, samplers, batches, 7, epoch.SAMPLE_CHUNK)
     calls = []
-    original = samplers[0].sample_many
-    monkeypatch.setattr(samplers[0], "sample_many", lambda *a: calls.append(1) or original(*a))
+    original = samplers[0].sample_window
+    monkeypatch.setattr(samplers[0], "sample_window", lambda *a: calls.append(1) or original(*a))
     whole = epoch.sample_epoch(graph, samplers, batches, 7)
-    assert isinstance(whole, list) and len(calls) == 3  # one chunk per worker, sampled once
+    # Per worker: iteration 0 to judge the size, then the rest of its chunk in one pass.
+    assert isinstance(whole, list) and len(calls) == 2 * 3
     for got, want in zip(whole, expected, strict=True):
         assert all(same_minibatch(a, b) for a, b in zip(got, want, strict=True))

@@ -96,6 +96,13 @@ def draw_seed(rng: np.random.Generator) -> np.uint64:
     return np.uint64(rng.integers(0, 2**63, dtype=np.int64))
 
 
+def stream_from(seed: np.uint64, row: int) -> np.uint64:
+    """The seed whose row ``r`` draws what row ``row + r`` of ``seed`` draws (:func:`_uniform` adds
+    ``row * _ROW_STRIDE`` to the seed, modulo 2**64): rows sampled apart from the stack they
+    belong to keep their numbers."""
+    return np.uint64((int(seed) + row * int(_ROW_STRIDE)) % 2**64)
+
+
 def num_threads() -> int:
     return int(numba.get_num_threads())
 

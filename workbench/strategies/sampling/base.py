@@ -105,6 +105,14 @@ class Sampler(ABC):
         """Sample several minibatches; bulk samplers override this to do them at once."""
         return [self.sample(graph, b, rng) for b in batches]
 
+    def sample_window(
+        self, graph: CSRGraph, batches: Sequence[np.ndarray], rng: np.random.Generator, keep: range
+    ) -> list[Minibatch]:
+        """Minibatches ``keep`` of what :meth:`sample_many` would return for ``batches``, leaving
+        ``rng`` where that call leaves it; a bulk sampler may skip the work they do not depend on."""
+        drawn = self.sample_many(graph, batches, rng)
+        return [drawn[j] for j in keep]
+
 
 def check_seeds(graph: CSRGraph, seeds: np.ndarray) -> np.ndarray:
     """Seeds as int64, rejecting ids outside the graph and duplicates."""

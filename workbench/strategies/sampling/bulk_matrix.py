@@ -496,6 +496,30 @@ class BulkMatrixSampler(Sampler):
                 out.extend(self._sample_ladies(graph, chunk, rng, backend))
         return out
 
+    def sample_window(
+        self, graph: CSRGraph, batches: Sequence[np.ndarray], rng: np.random.Generator, keep: range
+    ) -> list[Minibatch]:
+        """:meth:`Sampler.sample_window` without the work the kept minibatches do not depend on
+        (GraphSAGE; LADIES samples every batch). A row's numbers depend on the layer's seed and
+        its place in the stacked rows of its bulk pass, so a pass with nothing kept only draws
+        its seeds, batches after the last kept one are not sampled, and batches before the
+        first kept one are sampled up to the layer before the input layer (their sizes place
+        the kept batches' rows): an epoch streamed a window at a time samples each minibatch
+        whole once, not once per window."""
+        if self.algorithm != "graphsage" or not len(keep):
+            return super().sample_window(graph, batches, rng, keep)
+        backend = self.backend()
+        out: list[Minibatch] = []
+        for start in range(0, len(batches), self.bulk):
+            stop = min(keep.stop, start + self.bulk)
+            if stop <= max(keep.start, start):
+                for _ in range(self.num_layers):
+                    _kernels.draw_seed(rng)  # the pass's draws (one seed per layer); nothing kept from it
+                continue
+            chunk = [check_seeds(graph, b) for b in batches[start:stop]]
+            out.extend(self._sample_graphsage(graph, chunk, rng, backend, max(keep.start - start, 0)))
+        return out
+
     def graphsage_streams(
         self, minibatches: Sequence[Minibatch], rng: np.random.Generator
     ) -> list[tuple[LayerStream, ...]]:
@@ -550,10 +574,11 @@ class BulkMatrixSampler(Sampler):
 
     def _graphsage_layer(
         self, graph: CSRGraph, dst: np.ndarray, row_ptr: np.ndarray, fanout: int, rng: np.random.Generator,
-        backend: str, mappings: np.ndarray,
+        backend: str, mappings: np.ndarray, first_row: int = 0,
     ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:  # fmt: skip
-        """One layer of all stacked batches: per batch (src, edge_src, edge_dst)."""
-        seed = _kernels.draw_seed(rng)
+        """One layer of all stacked batches: per batch (src, edge_src, edge_dst). ``first_row``:
+        the stacked row ``dst[0]`` is (rows before it were left out), whose numbers its rows draw."""
+        seed = _kernels.stream_from(_kernels.draw_seed(rng), first_row)
         copies = mappings.shape[0]  # scratch rows: one per thread that gets batches
         if backend == "fused":
             # Step 1 without P: row i of P = Q A is row dst[i] of A, read in place.
@@ -642,34 +667,40 @@ class BulkMatrixSampler(Sampler):
         return edge_src, edge_dst, src, np.empty(row_ptr.shape[0] - 1, dtype=np.int64)
 
     def _sample_graphsage(
-        self, graph: CSRGraph, batches: list[np.ndarray], rng: np.random.Generator, backend: str
-    ) -> list[Minibatch]:
+        self, graph: CSRGraph, batches: list[np.ndarray], rng: np.random.Generator, backend: str,
+        first_kept: int = 0,
+    ) -> list[Minibatch]:  # fmt: skip
+        """One bulk pass over ``batches``; the minibatches from ``first_kept`` on (the batches
+        before it are sampled only as far as the kept ones' stacked rows depend on them)."""
         assert self.fanouts is not None
         k = len(batches)
         row_ptr = offsets_of(np.array([b.shape[0] for b in batches], dtype=np.int64))
         dst_of = list(batches)
         per_batch: list[list[Block]] = [[] for _ in range(k)]
         with self._scratch.mappings(graph.num_nodes, max(1, min(_kernels.num_threads(), k))) as mappings:
-            self._graphsage_layers(graph, batches, row_ptr, dst_of, rng, backend, mappings, per_batch)
-        return [Minibatch(seeds=batches[b], blocks=per_batch[b][::-1]) for b in range(k)]
+            self._graphsage_layers(graph, first_kept, row_ptr, dst_of, rng, backend, mappings, per_batch)
+        return [Minibatch(seeds=batches[b], blocks=per_batch[b][::-1]) for b in range(first_kept, k)]
 
     def _graphsage_layers(
-        self, graph: CSRGraph, batches: list[np.ndarray], row_ptr: np.ndarray, dst_of: list[np.ndarray],
+        self, graph: CSRGraph, first_kept: int, row_ptr: np.ndarray, dst_of: list[np.ndarray],
         rng: np.random.Generator, backend: str, mappings: np.ndarray, per_batch: list[list[Block]],
     ) -> None:  # fmt: skip
         assert self.fanouts is not None
-        k = len(batches)
+        k = len(dst_of)
         for layer in range(len(self.fanouts) - 1, -1, -1):
-            dst = np.concatenate(dst_of)
+            lo = first_kept if layer == 0 else 0  # no later layer needs the left-out batches' input layer
+            base = int(row_ptr[lo])
+            dst = np.concatenate(dst_of[lo:])
             srcs, edge_srcs, edge_dsts = self._graphsage_layer(
-                graph, dst, row_ptr, self.fanouts[layer], rng, backend, mappings
+                graph, dst, row_ptr[lo:] - base, self.fanouts[layer], rng, backend, mappings, base
             )
-            for b in range(k):
+            for b in range(lo, k):
                 per_batch[b].append(
                     Block(
-                        src_nodes=srcs[b], dst_nodes=dst_of[b], edge_src=edge_srcs[b], edge_dst=edge_dsts[b]
+                        src_nodes=srcs[b - lo], dst_nodes=dst_of[b], edge_src=edge_srcs[b - lo],
+                        edge_dst=edge_dsts[b - lo],
                     )
-                )
+                )  # fmt: skip
             # The next layer's stacked Q selects every batch's sources.
             dst_of = srcs
             row_ptr = offsets_of(np.array([s.shape[0] for s in srcs], dtype=np.int64))
