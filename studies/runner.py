@@ -61,6 +61,9 @@ class Point:
     config: dict[str, Any]
     measure: str = "sim"  # a name in studies.measures.MEASURES
     options: dict[str, Any] = field(default_factory=dict)  # the measure's own settings
+    # It needs most of this machine's memory (a graph at full size): run locally after the other
+    # points, one at a time, each in a fresh process. Not part of the key: it says how, not what.
+    alone: bool = False
 
     @property
     def key(self) -> str:
@@ -296,6 +299,8 @@ def run_study(
         run = executor or _local_executor(1)
     else:
         run = executor or (_dask_executor(scheduler) if scheduler else _local_executor(jobs))
+        if executor is None:
+            run = _alone_after(run)
     with interruptible():
         produced = run(list(pending.values()))
         try:
@@ -341,10 +346,15 @@ def measure_counts(points: list[Point]) -> dict[str, int]:
     return counts
 
 
-def _local_executor(jobs: int | None) -> Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]]:
+def _local_executor(
+    jobs: int | None, *, fresh: bool = False
+) -> Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]]:
+    """Points in a pool of ``jobs`` processes (one: here, in this process); ``fresh``: a new
+    process for every point, even one at a time."""
+
     def run(points: list[Point]) -> Iterable[tuple[Point, dict[str, Any]]]:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(points)))
-        if workers == 1:
+        if workers == 1 and not fresh:
             for point in points:
                 yield point, run_point(point)
             return
@@ -353,7 +363,10 @@ def _local_executor(jobs: int | None) -> Callable[[list[Point]], Iterable[tuple[
         context = multiprocessing.get_context(
             "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         )
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start)
+        pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_worker_start,
+            max_tasks_per_child=1 if fresh else None,
+        )  # fmt: skip
         finished = False
         try:
             futures = {pool.submit(run_point, p): p for p in points}
@@ -371,6 +384,23 @@ def _local_executor(jobs: int | None) -> Callable[[list[Point]], Iterable[tuple[
                 _stop_pool(pool)
 
     return run
+
+
+def _alone_after(
+    run: Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]],
+) -> Callable[[list[Point]], Iterable[tuple[Point, dict[str, Any]]]]:
+    """``run`` for the points that share the machine, then each :attr:`Point.alone` point here,
+    one at a time in a fresh process (whatever a point's process holds when it ends goes with it)."""
+
+    def both(points: list[Point]) -> Iterable[tuple[Point, dict[str, Any]]]:
+        alone = [p for p in points if p.alone]
+        shared = [p for p in points if not p.alone]
+        if shared:
+            yield from run(shared)
+        if alone:
+            yield from _local_executor(1, fresh=True)(alone)
+
+    return both
 
 
 def _worker_start() -> None:

@@ -167,3 +167,33 @@ def test_a_page_says_which_points_were_simulated_and_which_measured():
         "wall-clock time on this machine (preprocess)."
     )
     assert sources_sentence({}) == ""
+
+
+def test_points_that_need_the_machine_alone_run_after_the_others_each_in_a_fresh_process(
+    tmp_path, monkeypatch
+):
+    from studies import runner
+
+    calls: list[tuple[str, list[int], bool]] = []
+    real_local = runner._local_executor
+
+    def local(jobs, *, fresh=False):
+        inner = real_local(jobs, fresh=fresh)
+
+        def run(points):
+            calls.append(("local", [p.label["workers"] for p in points], fresh))
+            yield from inner(points)
+
+        return run
+
+    monkeypatch.setattr(runner, "_local_executor", local)
+
+    def points(full: bool) -> list[Point]:
+        return [Point("tiny", {"workers": w}, tiny_config(w), alone=w in (1, 3)) for w in range(1, 5)]
+
+    study = Study("tiny", "a tiny study", "none", "none", points, lambda results, folder: None)
+    done = run_study(study, reports=tmp_path, jobs=2, progress=False)
+    assert calls == [("local", [2, 4], False), ("local", [1, 3], True)]
+    in_process = [run_point(p)["epoch_s"] for p in points(False)]
+    assert done.results["epoch_s"].tolist() == in_process
+    assert Point("s", {}, tiny_config(1), alone=True).key == Point("s", {}, tiny_config(1)).key
