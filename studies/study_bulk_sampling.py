@@ -99,12 +99,27 @@ def setting(full: bool) -> dict[str, Any]:
     }
 
 
-def _pipeline(full: bool, gpus: int, mode: str, c: int, schedule: tuple[str, str]) -> dict[str, Any]:
-    s = setting(full)
+def large_setting(full: bool) -> dict[str, Any]:
+    """Paper 004's largest setting (Table 3, Fig. 7): Papers (111 M vertices, 1.6 B edges) sampled on up
+    to 128 GPUs. Full mode: papers-like at full size on 128 GPUs (32 Perlmutter-like nodes), one
+    sampling step (the measure reads the first); quick mode: papers-like at 1% on 32 GPUs."""
+    return {
+        "graph": {"name": "papers-like", "scale": 1.0 if full else 0.01},
+        "gpus": 128 if full else 32,
+        "batch_size": 1024 if full else 256,
+        "iterations": 1,
+    }
+
+
+def _pipeline(
+    full: bool, gpus: int, mode: str, c: int, schedule: tuple[str, str], s: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    s = s or setting(full)
     return {
         "name": f"{NAME}-{gpus}-{mode}-{c}-{schedule[0]}-{schedule[1]}",
         "graph": s["graph"],
-        "hardware": {"name": "perlmutter-4xa100-slingshot"},
+        # 4 GPUs per node: the preset's 4 nodes hold up to 16.
+        "hardware": {"name": "perlmutter-4xa100-slingshot", **({"machines": gpus // 4} if gpus > 16 else {})},
         "model": {"name": "sage", "hidden": 256, "num_layers": 3},
         "training": {"batch_size": s["batch_size"], "workers": gpus, "iterations": s["iterations"]},
         "partition": {"name": "random"},
@@ -148,6 +163,27 @@ def points(full: bool) -> list[Point]:
             out.append(
                 Point(NAME, label, config, measure="bulk-sampling-step", options={"figures": STEP_FIGURES})
             )
+    return out + _large_points(full)
+
+
+def _large_points(full: bool) -> list[Point]:
+    """:func:`large_setting`'s points: replicated and 1.5D under the paper's schedule, every power of
+    two c <= sqrt(P) (the other schedules of the ablation are left out at this size)."""
+    s = large_setting(full)
+    gpus = s["gpus"]
+    layouts = [("replicated", 1, ("overlapped", "ring"), "")]
+    c = 1
+    while c * c <= gpus:
+        layouts.append(("partitioned-1.5d", c, PAPER_SCHEDULE, SCHEDULES[PAPER_SCHEDULE]))
+        c *= 2
+    out = []
+    for mode, c, schedule, words in layouts:
+        layout = "replicated" if mode == "replicated" else f"1.5D c={c}"
+        label = {"part": "scaling", "gpus": gpus, "layout": layout, "c": c, "schedule": words}
+        config = _pipeline(full, gpus, mode, c, schedule, s)
+        # At full size the graph takes half this machine's memory: one such point at a time.
+        options = {"figures": STEP_FIGURES}
+        out.append(Point(NAME, label, config, measure="bulk-sampling-step", options=options, alone=full))
     return out
 
 
@@ -282,28 +318,45 @@ def _real_section(page: ReportPage, folder: Path, record: dict[str, Any]) -> Non
 # ---- the page ------------------------------------------------------------------------------
 def _setting_table(results: pd.DataFrame) -> pd.DataFrame:
     scaling = results[results["part"] == "scaling"]
-    graph = str(scaling["graph"].iloc[0]) if len(scaling) else "?"
-    batch = int(scaling["batch_size"].iloc[0]) if len(scaling) else 0
-    iterations = int(scaling["iterations"].iloc[0]) if len(scaling) else 0
+    grids = []
+    for (graph, vertices), sub in scaling.groupby(["graph", "vertices"], sort=False):
+        gpus = ", ".join(str(int(g)) for g in sorted(sub["gpus"].unique()))
+        cs = ", ".join(str(int(c)) for c in sorted(sub["c"].unique()))
+        batch, iterations = int(sub["batch_size"].iloc[0]), int(sub["iterations"].iloc[0])
+        grids.append(
+            (f"{graph} ({vertices / 1e6:.3g} M vertices)", f"P = {gpus}; c = {cs}", batch, iterations)
+        )
     rows = [
-        ("graph", "Protein (8.7 M vertices, 1.3 B edges), Papers (111 M, 1.6 B); Products not shown", graph),
+        (
+            "graph",
+            "Protein (8.7 M vertices, 1.3 B edges), Papers (111 M, 1.6 B); Products not shown",
+            "; ".join(g[0] for g in grids) or "?",
+        ),
         ("model", "GraphSAGE, 3 layers, hidden 256", "sage, 3 layers, hidden 256"),
         ("fanouts", "(15, 10, 5), 15 at the seeds", "15 at the seeds, then 10, then 5"),
-        ("batch", "1024", str(batch)),
-        ("bulk k", "all minibatches where memory allows", f"the whole simulated epoch: {iterations} x P"),
-        ("GPUs P, replication c", "16 and more; the largest c that fits", "4, 8, 16; c = 1, 2 (and 4 at 16)"),
+        ("batch", "1024", "; ".join(f"{g[2]} ({g[0].split(' ')[0]})" for g in grids)),
+        (
+            "bulk k",
+            "all minibatches where memory allows",
+            "the whole simulated epoch: " + "; ".join(f"{g[3]} x P ({g[0].split(' ')[0]})" for g in grids),
+        ),
+        (
+            "GPUs P, replication c",
+            "16 up to 128; the largest c that fits",
+            "; ".join(f"{g[1]} ({g[0].split(' ')[0]})" for g in grids),
+        ),
         (
             "hardware",
             "Perlmutter: 4 A100 per node, NVLink 3, 4 Slingshot 11 NICs",
-            "perlmutter-4xa100-slingshot",
+            "perlmutter-4xa100-slingshot, P / 4 nodes",
         ),
         (
             "1.5D schedule",
             "P/c^2 dependent steps, pairwise CSR all-reduce (CAGNET)",
-            "the same (schedule options)",
+            "the same (schedule options); the ablation's other schedules on the first graph only",
         ),
     ]
-    return pd.DataFrame(rows, columns=["", "paper 004 (Fig. 7, Table 4, section 7)", "this study"])
+    return pd.DataFrame(rows, columns=["", "paper 004 (Fig. 7, Table 3, section 7)", "this study"])
 
 
 def _bulk_section(page: ReportPage, bulk: pd.DataFrame, folder: Path) -> None:
@@ -341,8 +394,8 @@ def _falls(table: pd.DataFrame, value: str) -> dict[str, float]:
 
 
 def _comm_section(page: ReportPage, paper: pd.DataFrame, folder: Path) -> None:
-    comm = paper.pivot_table(index="c", columns="gpus", values=CLAIM_MEASURE)
-    comm.columns = [f"{g} GPUs" for g in comm.columns]
+    comm = paper.pivot_table(index="c", columns="P", values=CLAIM_MEASURE, sort=False)
+    comm.columns = [_gpus_label(p) for p in comm.columns]
     save(
         line_chart(
             comm, "Communication on the sampling step's critical path vs c (paper 004, 5.2.1)", "c", "ms"
@@ -374,14 +427,32 @@ def _comm_section(page: ReportPage, paper: pd.DataFrame, folder: Path) -> None:
     )
 
 
-def _scaling_sections(page: ReportPage, scaling: pd.DataFrame, folder: Path) -> None:
+def _with_p(scaling: pd.DataFrame) -> pd.DataFrame:
+    """``scaling`` with ``P``: the GPU count as the charts show it, with the graph where it is not the
+    main grid's (the large setting's points)."""
     scaling = scaling.copy()
     scaling["gpus"] = scaling["gpus"].astype(int)
     scaling["c"] = scaling["c"].astype(int)
+    main = scaling["graph"].mode().iloc[0] if len(scaling) else ""
+    scaling["P"] = [
+        f"{g}" if graph == main else f"{g} ({graph})" for g, graph in scaling[["gpus", "graph"]].to_numpy()
+    ]
+    return scaling
+
+
+def _gpus_label(p: str) -> str:
+    """A chart legend's name for ``P``: "16 GPUs", "128 GPUs (papers-like)"."""
+    count, _, graph = p.partition(" ")
+    return f"{count} GPUs {graph}".rstrip()
+
+
+def _scaling_sections(page: ReportPage, scaling: pd.DataFrame, folder: Path) -> None:
+    scaling = _with_p(scaling)
     replicated = scaling[scaling["layout"] == "replicated"]
     paper = scaling[scaling["schedule"] == SCHEDULES[PAPER_SCHEDULE]]
     shown = pd.concat([replicated, paper])
     pivot = shown.pivot_table(index="gpus", columns="layout", values="step_ms")
+    pivot.index = [shown.loc[shown["gpus"] == g, "P"].iloc[0] for g in pivot.index]
     save(
         bar_chart(
             pivot, "First sampling step, paper's 1.5D schedule (paper 004, Fig. 7)", "GPUs", "simulated ms"
@@ -395,15 +466,26 @@ def _scaling_sections(page: ReportPage, scaling: pd.DataFrame, folder: Path) -> 
         "sums its c partial products in log2(c) pairwise rounds. Time is the first sampling step's; bytes are "
         "what each process sends in it.",
         image="scaling.png",
-        table=shown[["gpus", "layout", "step_ms", "critical_comm_ms", "MB_per_process", "epoch_s"]],
+        table=shown[
+            [
+                "gpus",
+                "graph",
+                "vertices",
+                "layout",
+                "step_ms",
+                "critical_comm_ms",
+                "MB_per_process",
+                "epoch_s",
+            ]
+        ],
         judgement=judge(
             REPLICATED_SILENT,
             {f"{int(g)} GPUs": b for g, b in replicated[["gpus", "MB_per_process"]].to_numpy()},
         ),
     )
     _comm_section(page, paper, folder)
-    volume = paper.pivot_table(index="c", columns="gpus", values="MB_per_process")
-    volume.columns = [f"{g} GPUs" for g in volume.columns]
+    volume = paper.pivot_table(index="c", columns="P", values="MB_per_process", sort=False)
+    volume.columns = [_gpus_label(p) for p in volume.columns]
     save(
         line_chart(volume, "Bytes each process sends in the sampling step vs c", "c", "MB"),
         folder / "bytes_vs_c.png",

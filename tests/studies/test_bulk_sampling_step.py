@@ -164,3 +164,23 @@ def test_element_table_names_the_element_that_turns_the_verdict() -> None:
     )
     assert PAPER_SCHEDULE in SCHEDULES
     assert paper_model_ratio(1000, 10, 2, 2) == pytest.approx(1000 / (500 + 40))
+
+
+def test_the_large_setting_runs_papers_like_at_full_size_on_128_gpus_one_point_at_a_time() -> None:
+    """Full mode extends the scaling grid to paper 004's largest setting; quick mode scales it down."""
+    from studies.study_bulk_sampling import PAPER_SCHEDULE, points
+    from workbench.config import config_from_dict
+
+    for full, gpus, scale, cs in ((True, 128, 1.0, [1, 2, 4, 8]), (False, 32, 0.01, [1, 2, 4])):
+        large = [p for p in points(full) if p.config["graph"]["name"] == "papers-like"]
+        assert [p.label["layout"] for p in large] == ["replicated"] + [f"1.5D c={c}" for c in cs]
+        for p in large:
+            cfg = config_from_dict(p.config, "point")
+            assert (cfg.graph.scale, cfg.training.workers, cfg.hardware.machines) == (scale, gpus, gpus // 4)
+            assert p.alone is full
+            if p.label["c"] > 1:
+                assert (
+                    p.config["execution"]["schedule"],
+                    p.config["execution"]["row_allreduce"],
+                ) == PAPER_SCHEDULE
+        assert not any(p.alone for p in points(full) if p not in large)
