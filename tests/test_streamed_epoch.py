@@ -150,7 +150,7 @@ def test_a_bulk_sampler_whose_epoch_fits_is_kept_whole_after_one_probe(monkeypat
     original = samplers[0].sample_window
     monkeypatch.setattr(samplers[0], "sample_window", lambda *a: calls.append(1) or original(*a))
     whole = epoch.sample_epoch(graph, samplers, batches, 7)
-    # Per worker: iteration 0 to judge the size, then the rest of its chunk in one pass.
+    # Per worker: iteration 0 to judge the size, then its whole chunk in one pass.
     assert isinstance(whole, list) and len(calls) == 2 * 3
     for got, want in zip(whole, expected, strict=True):
         assert all(same_minibatch(a, b) for a, b in zip(got, want, strict=True))

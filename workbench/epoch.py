@@ -236,7 +236,8 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
         """Whether the whole epoch would take more than ``EPOCH_MEMORY_SHARE`` of the available
         memory, judged by its first iteration's arrays times its length. A bulk sampler's epoch
         that does not fit is then kept in windows of as many iterations as fit that share (at
-        least one); one that fits is sampled whole in the next pass."""
+        least one); one that fits is sampled whole in the next pass (iteration 0 again: kept
+        minibatches of a window are copies, a whole chunk's are not)."""
         from workbench.graph.specs import available_memory
 
         if not len(self):
@@ -247,6 +248,8 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
         budget = None if available is None else EPOCH_MEMORY_SHARE * available
         if budget is None or first * len(self) <= budget:
             self.window = len(self)
+            if self.bulk:  # sampled again with the rest in whole chunks, not copied out of its own
+                self._kept.clear()
             return False
         self.window = max(1, int(budget // max(first, 1)) - 1)
         return True
