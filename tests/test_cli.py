@@ -86,3 +86,19 @@ def test_a_machine_without_torch_gets_one_line_naming_the_extra(monkeypatch, cap
         "gnnwb realrun: error: torch is not installed; install the project's CPU build with "
         "pip install -e '.[cpu]', or a CUDA build of torch"
     ]
+
+
+def test_sim_shows_a_bar_while_a_large_plan_is_simulated(monkeypatch, capsys, tmp_path) -> None:
+    """Over ``PROGRESS_TASKS`` tasks the simulation advances a bar on stderr; the epoch is the same."""
+    from workbench.cli import sim as sim_cli
+
+    config = Path(__file__).resolve().parents[1] / "examples" / "configs" / "sage-products-hopgnn.toml"
+    assert main(["sim", str(config), "-o", str(tmp_path / "quiet")]) == 0
+    quiet = capsys.readouterr()
+    assert "simulating" not in quiet.err
+    monkeypatch.setattr(sim_cli, "PROGRESS_TASKS", 1)
+    assert main(["sim", str(config), "-o", str(tmp_path / "bar")]) == 0
+    shown = capsys.readouterr()
+    assert "simulating" in shown.err and "task" in shown.err
+    epoch = [line for line in quiet.out.splitlines() if line.startswith("epoch time")]
+    assert epoch and epoch == [line for line in shown.out.splitlines() if line.startswith("epoch time")]

@@ -16,7 +16,9 @@ execution schemes exist, the same command will also build plans from a run confi
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from workbench.cli.common import (
@@ -205,14 +207,16 @@ def _run_config(args: argparse.Namespace) -> int:
     results = []
 
     def run(plan: Any) -> Any:
-        result = simulate(
-            plan,
-            prepared.cluster,
-            cost_model=cost_model,
-            run_id=args.run_id or config.name,
-            seed=args.seed,
-            jitter=args.jitter,
-        )
+        with simulation_progress(len(plan.tasks)) as on_task_end:
+            result = simulate(
+                plan,
+                prepared.cluster,
+                cost_model=cost_model,
+                run_id=args.run_id or config.name,
+                seed=args.seed,
+                jitter=args.jitter,
+                on_task_end=on_task_end,
+            )
         results.append(result)
         return result.trace
 
@@ -292,6 +296,35 @@ def _simulate_epoch(prepared: Any, run: Callable[[Any], Any], results: list[Any]
             f"{list(record.boundaries) or '(not contiguous)'}"
         )
     return trace, sum(len(r.trace) for r in results)
+
+
+# A plan this large shows a bar while it is simulated (a 128-GPU epoch takes minutes; the hook
+# costs well under a microsecond a task).
+PROGRESS_TASKS = 10_000
+
+
+@contextmanager
+def simulation_progress(tasks: int) -> Iterator[Callable[..., None] | None]:
+    """A task-end hook that advances a bar on stderr, for a plan of at least ``PROGRESS_TASKS``
+    tasks (else none: the hook is a call per task). The bar moves in steps of 1% of the tasks."""
+    if tasks < PROGRESS_TASKS:
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=tasks, desc="simulating", unit="task", file=sys.stderr, leave=False)
+    step = max(1, tasks // 100)
+    ended = [0]
+
+    def on_task_end(task: Any, ready: float, start: float, end: float) -> None:
+        ended[0] += 1
+        if ended[0] % step == 0:
+            bar.update(step)
+
+    try:
+        yield on_task_end
+    finally:
+        bar.close()
 
 
 def _print_memory_policies(prepared: Any) -> None:
