@@ -10,7 +10,9 @@ Two parts:
   minibatches").
 * **Graph-replicated vs 1.5D partitioned**, simulated: the ``bulk-pipeline`` scheme on
   Perlmutter-like nodes (4 A100 each) with 4, 8 and 16 GPUs, the adjacency replicated on
-  every GPU or split into ``P/c`` block rows with replication factor ``c``. Per point the
+  every GPU or split into ``P/c`` block rows with replication factor ``c``; and at the paper's
+  largest setting (:func:`large_setting`): papers-like at full size on 128 GPUs in full mode
+  (each point alone in this machine's memory), at 1% on 32 GPUs in quick mode. Per point the
   first sampling step's time, the communication time on its critical path and the bytes
   each process sends (:func:`studies.measures.sampling_step_figures`).
 
