@@ -34,7 +34,10 @@ def bar_chart(
         ax.bar(positions, heights, step, label=str(column))
         # A point the study could not build is marked where its bar would stand, not left as a gap.
         for position in positions[np.isnan(heights)]:
-            ax.text(position, 0, "n/a", ha="center", va="bottom", fontsize=7, rotation=90, color="#555")
+            ax.text(
+                position, 0.01, "n/a", ha="center", va="bottom", fontsize=7, rotation=90, color="#555",
+                transform=ax.get_xaxis_transform(),  # at the axis' foot, linear or logarithmic
+            )  # fmt: skip
     ax.set_xticks(x, [str(i) for i in table.index])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
