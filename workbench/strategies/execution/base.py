@@ -179,7 +179,12 @@ class ReadSources:
         sources: list[tuple[str, str]],
         only: int | None,
     ) -> None:
-        self.inputs = inputs
+        # What codes() reads, not the inputs themselves: the inputs keep these objects (their
+        # read_sources), and a reference back would make a cycle that keeps the sampled epoch
+        # alive until the next collection (the next epoch of a sweep then sampled into fresh
+        # pages instead of the output pool's, at 2-3 s of page faults on products-like).
+        self.vertex_machine = inputs.vertex_machine
+        self.placement = inputs.placement
         self.worker = w
         self.host_base = host_base
         self.peer_code = peer_code
@@ -188,9 +193,8 @@ class ReadSources:
 
     def codes(self, vertices: np.ndarray) -> np.ndarray:
         """The code of each of ``vertices`` (int16, aligned with them)."""
-        inputs = self.inputs
-        codes = (self.host_base + inputs.vertex_machine[vertices]).astype(np.int16)
-        placement = inputs.placement
+        codes = (self.host_base + self.vertex_machine[vertices]).astype(np.int16)
+        placement = self.placement
         if placement is not None:
             peer = self.peer_code[placement.home[vertices] + 1]
             np.copyto(codes, peer, where=peer >= 0)
