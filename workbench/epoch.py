@@ -146,9 +146,9 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
     start (recorded on the way), for the window of ``window`` iterations kept from it
     (:meth:`~workbench.strategies.sampling.base.Sampler.sample_window`: bulk-matrix GraphSAGE
     skips the work the window does not depend on); a window that ends inside a chunk visits
-    that chunk again for the next (the same numbers). An iteration asked for again after it was dropped is sampled again. Used whole
-    (``list(epoch)``) for an epoch that fits; left streaming, and not cached on disk, for one
-    that :meth:`too_large` says does not.
+    that chunk again for the next (the same numbers). An iteration asked for again after it
+    was dropped is sampled again. Used whole (``list(epoch)``) for an epoch that fits; left
+    streaming, and not cached on disk, for one that :meth:`too_large` says does not.
     """
 
     def __init__(
@@ -205,11 +205,16 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
             self._next += 1
         return self._kept[i]
 
-    def _sample_window(self, i: int) -> None:
-        """Keep iterations ``i .. i + window - 1`` (and the one before ``i`` if kept), bulk samplers."""
+    def _sample_window(self, i: int, budget: float | None = None) -> None:
+        """Keep iterations ``i .. i + window - 1`` (and the one before ``i`` if kept), bulk samplers.
+
+        With a ``budget`` (bytes), the window shrinks to iteration ``i`` alone as soon as what it
+        keeps would take more (the workers after that sample iteration ``i`` alone).
+        """
         end = min(len(self), i + self.window)
         self._kept = {j: mbs for j, mbs in self._kept.items() if j == i - 1}
         rows: dict[int, list[Minibatch]] = {j: [] for j in range(i, end)}
+        kept_bytes = 0
         for w, sampler in enumerate(self.samplers):
             mine = [row[w] for row in self.batches]
             states = self._chunk_states[w]
@@ -227,31 +232,38 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
                 whole = len(keep) == len(chunk)
                 for j, mb in zip(range(start + keep.start, start + keep.stop), drawn, strict=True):
                     rows[j].append(mb if whole else _owning(mb))
+                    if budget is not None:
+                        kept_bytes += _minibatch_bytes(mb)
                 start += SAMPLE_CHUNK
+            if budget is not None and kept_bytes > budget and end > i + 1:
+                end = i + 1  # over budget: from here on only iteration i is kept
+                rows = {i: [_owning(mb) for mb in rows[i]]}
             self._bar(end - i)
         self._kept.update(rows)
         self._bar(0, done=end == len(self))
 
     def too_large(self) -> bool:
         """Whether the whole epoch would take more than ``EPOCH_MEMORY_SHARE`` of the available
-        memory, judged by its first iteration's arrays times its length. A bulk sampler's epoch
-        that does not fit is then kept in windows of as many iterations as fit that share (at
-        least one); one that fits is sampled whole in the next pass (iteration 0 again: kept
-        minibatches of a window are copies, a whole chunk's are not)."""
+        memory: judged by its first iteration's arrays, or, for a bulk sampler, by what the first
+        pass over the chunks draws (kept whole when it fits, as views of the chunks' buffers,
+        which the pass before left in the output pool; else the sampler keeps as many iterations
+        per window as fit that share, at least one, and the first pass, once over that share,
+        samples only iteration 0 of the remaining workers)."""
         from workbench.graph.specs import available_memory
 
         if not len(self):
             return False
-        self.window = 1  # sample iteration 0 alone to judge
-        first = sum(_minibatch_bytes(mb) for mb in self[0])
         available = available_memory()
         budget = None if available is None else EPOCH_MEMORY_SHARE * available
-        if budget is None or first * len(self) <= budget:
-            self.window = len(self)
-            if self.bulk:  # sampled again with the rest in whole chunks, not copied out of its own
-                self._kept.clear()
+        if not self.bulk:
+            first = sum(_minibatch_bytes(mb) for mb in self[0])
+            return budget is not None and first * len(self) > budget
+        self.window = len(self)
+        self._sample_window(0, budget)
+        if len(self._kept) == len(self):
             return False
-        self.window = max(1, int(budget // max(first, 1)) - 1)
+        first = sum(_minibatch_bytes(mb) for mb in self._kept[0])
+        self.window = max(1, int(budget // max(first, 1)) - 1)  # type: ignore[operator]
         return True
 
 
