@@ -59,6 +59,16 @@ seconds; (2) a read is split by source with a compiled counting sort (the plan 0
 mask per vertex, instead of one scattered pass per cell (its plan 1.95 -> 1.0 s); (4) the
 cut trees depend on the epoch, the partition and the switches only, so they are kept with
 the epoch and a sweep over placements and hardware cuts them once.
+
+2026-11-26, quiet (load 0.5-1.1), ``--runs 3``: (a) was bimodal, before this day's changes too
+(the commit before them, 3d1fbb6, in a worktree: 0.61x and 1.27x in two runs): some runs
+sampled every epoch in 1.8-2.2 s instead of 0.5 s, with 2.5-3 s of system time. The last
+epoch was still alive while the next one sampled: ``inputs.read_sources`` held objects that
+pointed back at the inputs, a reference cycle only the collector frees, so the output pool
+saw its buffers in use and faulted in 1.6 GB of fresh ones (counted: 60 new buffers per
+round). With the cycle gone (7d73b61) every round after the first reuses the pool (0.48-0.53
+s, no new buffer): (a) 0.30x / 0.32x / 0.45x, PASS in all three; (b) 2.12x / 1.59x / 1.55x
+(the first run's sweep paid 3.8 s for its first point's sampling and cache write), 2 of 3.
 """
 
 from __future__ import annotations
