@@ -165,14 +165,15 @@ class FlowNetwork:
         self._path_of[slot] = pid
         self._values[REMAINING, slot] = nbytes
         occupancy = self.occupancy
+        dirty = self._dirty
         alone = True
         for lid in self._distinct_of[pid]:
             if occupancy[lid]:
                 alone = False
             occupancy[lid] += 1
+            dirty[lid] = None
         self._last_alone = alone
         self._started += 1
-        self._dirty.update(dict.fromkeys(self._distinct_of[pid]))
         self._rebalance_later()
         return flow
 
