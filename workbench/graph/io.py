@@ -17,7 +17,7 @@ import numpy as np
 
 from workbench.atomic import write_npz_atomically
 from workbench.errors import GraphFormatError
-from workbench.graph.csr import CSRGraph
+from workbench.graph.csr import CSRGraph, index_dtype
 
 # Bump when the layout changes; files of another version are rejected (and a cache regenerates them).
 FORMAT_VERSION = 1
@@ -37,10 +37,9 @@ def save_graph(graph: CSRGraph, path: str | os.PathLike) -> Path:
     """Write ``graph`` to ``path`` (an ``.npz`` file) atomically; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    ids = np.int32 if graph.num_nodes < 2**31 - 1 else np.int64
     arrays: dict[str, np.ndarray] = {
         "indptr": graph.indptr,
-        "indices": graph.indices.astype(ids, copy=False),
+        "indices": graph.indices.astype(index_dtype(graph.num_nodes), copy=False),
     }
     for name in _OPTIONAL_ARRAYS:
         value = getattr(graph, name)
