@@ -120,3 +120,11 @@ def test_cache_bits_answer_as_a_mask_would_and_a_shared_array_is_one_set():
         expected = np.isin(probe, verts)
         assert np.array_equal(members.contains(gpu, probe), expected)
         assert np.array_equal(placement.cached_mask(gpu), np.isin(np.arange(n), verts))
+
+
+def test_narrow_homes_are_the_homes():
+    inputs = inputs_on_two_nodes(0)
+    placement = inputs.placement
+    assert placement is not None
+    assert placement.narrow_home.dtype == np.int8  # 8 GPUs: ids -1..7
+    assert np.array_equal(placement.narrow_home, placement.home)

@@ -15,7 +15,7 @@ import pytest
 from workbench.graph.datasets import load_dataset
 from workbench.registry import SAMPLERS
 from workbench.strategies.execution import _kernels
-from workbench.strategies.execution.micrographs import cut_trees, micrographs, micrographs_of
+from workbench.strategies.execution.micrographs import cut_trees, distinct, micrographs, micrographs_of
 from workbench.strategies.sampling.base import Minibatch
 
 
@@ -100,3 +100,19 @@ def test_split_by_code_is_a_stable_sort_by_code() -> None:
     order = np.argsort(codes[vertices], kind="stable")
     assert np.array_equal(grouped, vertices[order])
     assert counts.tolist() == np.bincount(codes[vertices], minlength=6).tolist()
+
+
+def test_distinct_ids_are_the_sorted_set_by_either_path():
+    rng = np.random.default_rng(7)
+    bound = 1_000
+    cases = [
+        np.zeros(0, dtype=np.int64),
+        np.array([bound - 1, 0, 63, 64, 63, 127, 128], dtype=np.int64),  # word edges, a repeat
+        rng.integers(0, bound, 5_000).astype(np.int64),  # dense: the bitmap
+        rng.integers(0, bound, 3).astype(np.int64),  # 3 * 64 < bound: the sort
+        rng.integers(0, bound, 400).astype(np.int32),  # narrow ids
+    ]
+    for values in cases:
+        expected = sorted(set(values.tolist()))
+        assert distinct(values, bound).tolist() == expected
+        assert distinct(values).tolist() == expected

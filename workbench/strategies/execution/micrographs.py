@@ -88,18 +88,22 @@ class Micrographs:
 def distinct(values: np.ndarray, bound: int | None = None) -> np.ndarray:
     """The distinct values, sorted.
 
-    With ``bound`` (every value lies in ``[0, bound)``) and values not far fewer than it, they
-    are marked in a flag array read back in order (linear in ``bound``); otherwise a sort and
-    a compare (faster here than ``np.unique``'s hashing).
+    With ``bound`` (every value lies in ``[0, bound)``) and at least one value per 64 of it, they
+    are marked as bits and read back in order (:func:`_kernels.distinct_ids`, linear in
+    ``bound / 64``: 0.4 ms for 100,000 ids under 1.2M against 5.6 ms for a sort); otherwise a
+    sort and a compare (faster here than ``np.unique``'s hashing).
     """
-    if bound is not None and values.shape[0] * 8 >= bound:
-        seen = np.zeros(bound, dtype=bool)
-        seen[values] = True
-        return np.flatnonzero(seen)
+    if bound is not None and values.shape[0] * 64 >= bound:
+        return _kernels.distinct_ids(values, bound)
     out = np.sort(values)
     if out.shape[0] > 1:
         out = out[np.concatenate(([True], out[1:] != out[:-1]))]
     return out
+
+
+def _sorted_distinct(ids: np.ndarray) -> np.ndarray:
+    """:func:`distinct` of vertex ids, bounded by the largest of them."""
+    return distinct(ids, int(ids.max()) + 1) if ids.shape[0] else ids
 
 
 @dataclass(frozen=True)
@@ -310,11 +314,12 @@ def micrographs_of(
             Micrographs(
                 roots=np.concatenate([ids for _, _, ids in parts[c]]) if parts[c] else empty,
                 sizes=[(int(a), int(b), int(n)) for a, b, n in sizes],
-                # One tree's sources are distinct already; several trees share some. Sorted, the
-                # reads' lookups of where each vertex lives go through memory in order (3x faster).
-                input_nodes=np.sort(inputs[0])
-                if len(inputs) == 1
-                else distinct(np.concatenate(inputs or [empty])),
+                # Sorted, the reads' lookups of where each vertex lives go through memory in order
+                # (3x faster); marked in a flag array up to the largest id rather than sorted (576
+                # sorts of 100k-300k ids were half of HopGNN's first plan on products-like).
+                input_nodes=_sorted_distinct(np.concatenate(inputs) if len(inputs) > 1 else inputs[0])
+                if inputs
+                else empty,
                 input_edge_src=(
                     np.concatenate([t.edge_sources for _, t, _ in parts[c]] or [empty])  # type: ignore[misc]
                     if edge_sources

@@ -165,6 +165,22 @@ def distinct_arrays(gpu_vertices: Sequence[np.ndarray]) -> tuple[list[np.ndarray
     return arrays, set_of
 
 
+@numba.njit(cache=True, inline="always")
+def cached_bit(bits: np.ndarray, v: int) -> int:
+    """Vertex ``v``'s bit in ``bits`` packed as :func:`numpy.packbits` packs a mask (the first
+    vertex of a byte in its high bit): 1 where the GPU holds ``v``. The one reading of the bits,
+    compiled into every kernel that tests them."""
+    return (bits[v >> 3] >> (7 - (v & 7))) & 1
+
+
+@numba.njit(cache=True)
+def _contains(bits: np.ndarray, vertices: np.ndarray) -> np.ndarray:
+    out = np.empty(vertices.shape[0], dtype=np.bool_)
+    for i in range(vertices.shape[0]):
+        out[i] = cached_bit(bits, vertices[i]) == 1
+    return out
+
+
 class CacheMembership:
     """Which vertices each GPU holds, one bit per vertex and distinct cache.
 
@@ -184,11 +200,13 @@ class CacheMembership:
         mask[verts] = True
         return mask
 
+    def bits(self, gpu: int) -> np.ndarray:
+        """GPU ``gpu``'s bits, packed as :func:`numpy.packbits` packs a mask (read with :func:`cached_bit`)."""
+        return self._bits[self._set_of[gpu]]
+
     def contains(self, gpu: int, vertices: np.ndarray) -> np.ndarray:
         """Whether GPU ``gpu`` holds each of ``vertices`` (a boolean array aligned with them)."""
-        v = np.asarray(vertices, dtype=np.int64)
-        byte = self._bits[self._set_of[gpu]][v >> 3]
-        return ((byte >> (7 - (v & 7)).astype(np.uint8)) & 1).astype(bool)
+        return _contains(self.bits(gpu), np.asarray(vertices, dtype=np.int64))
 
     def mask(self, gpu: int) -> np.ndarray:
         """Boolean mask over every vertex: True where GPU ``gpu`` holds the features."""
@@ -241,6 +259,14 @@ class PlacementResult:
     def membership(self) -> CacheMembership:
         """Which vertices each GPU holds, as bits (see :class:`CacheMembership`)."""
         return CacheMembership(self.gpu_vertices, self.num_nodes)
+
+    @cached_property
+    def narrow_home(self) -> np.ndarray:
+        """``home`` in the narrowest signed integer type that holds it (int8 up to 128 GPUs): a
+        plan looks up the homes of a minibatch's scattered input vertices, and on products-like
+        (1.2M vertices) int64 homes (9.8 MB) made those lookups 3.3x slower than int16 ones."""
+        dtype = np.int8 if self.num_gpus <= 128 else np.int16 if self.num_gpus <= 2**15 else np.int32
+        return self.home.astype(dtype)
 
     def groups(self) -> tuple[tuple[int, ...], ...]:
         return self.peer_groups if self.peer_groups is not None else (tuple(range(self.num_gpus)),)
