@@ -69,6 +69,15 @@ saw its buffers in use and faulted in 1.6 GB of fresh ones (counted: 60 new buff
 round). With the cycle gone (7d73b61) every round after the first reuses the pool (0.48-0.53
 s, no new buffer): (a) 0.30x / 0.32x / 0.45x, PASS in all three; (b) 2.12x / 1.59x / 1.55x
 (the first run's sweep paid 3.8 s for its first point's sampling and cache write), 2 of 3.
+
+2026-11-26, a fresh checkout, quiet (load 0.5-0.9), ``--only b --runs 3``: (b) 1.85x / 3.86x /
+3.74x, 1 of 3. The plans had grown since the morning's 128-GPU work (where a worker reads each
+vertex is worked out per minibatch): model-centric's with a cache 0.62-0.94 s, HopGNN's 1.1-1.8
+s and its first 3.1-3.6 s. With the read codes in one compiled pass over int8 homes and
+micrographs' distinct ids as bits (c836efc), the same three runs: 1.16x / 1.25x / 1.93x, PASS in
+all three (the sweep 7.2-11.8 s; its other eleven points 5-6 s: model-centric's plans 0.17-0.56
+s, HopGNN's 0.34-0.58 s and its first 1.0-1.7 s; the first alone 4.7-10.2 s, its sampling the
+swing); every point's simulated epoch unchanged.
 """
 
 from __future__ import annotations
