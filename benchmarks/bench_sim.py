@@ -124,6 +124,12 @@ table 0.08-0.16), 105-123k tasks/s end to end: PASS; its ratio 0.52-0.58: still 
 per-task floor, fields read and checked once, is 0.11 s: even with nothing else besides
 execute the ratio would be 0.81). The checked plan again: 170-189k tasks/s, ratio 0.84-0.86:
 PASS.
+
+2026-11-27, a fresh machine of the same kind (slower: execute 0.71-1.00 s instead of 0.47-0.49),
+``--runs 3``, load 0.1-1.1: first simulation 1.28-1.72 s (validate 0.25-0.33, setup 0.19-0.22,
+trace table 0.13-0.23), 58-78k tasks/s end to end: both targets FAIL (ratio 0.55-0.58); the checked
+plan's last simulation 96-111k tasks/s, ratio 0.85-0.88 (100k missed in one run of three). The
+absolute rate is this machine's; the ratio held where it was.
 """
 
 from __future__ import annotations
