@@ -202,19 +202,13 @@ class ReadSources:
         holds the vertex, else its home's peer code where a peer of the group is its home, else its
         machine's host code. One compiled pass (:func:`_kernels.read_codes`): with numpy, the three
         gathers and their temporaries took 5 ms a minibatch on products-like, most of a plan."""
-        placement = self.placement
-        if placement is None:
-            return _kernels.read_codes(
-                vertices, self.vertex_machine, self.host_base, NO_HOME, NO_PEERS, NO_BITS
-            )
-        return _kernels.read_codes(
-            vertices,
-            self.vertex_machine,
-            self.host_base,
-            placement.narrow_home,
-            self.peer_code,
-            placement.membership.bits(self.worker),
+        p = self.placement
+        home, peers, bits = (
+            (NO_HOME, NO_PEERS, NO_BITS)
+            if p is None
+            else (p.narrow_home, self.peer_code, p.membership.bits(self.worker))
         )
+        return _kernels.read_codes(vertices, self.vertex_machine, self.host_base, home, peers, bits)
 
 
 @dataclass(frozen=True)
