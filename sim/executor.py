@@ -17,6 +17,8 @@ back and wakes its users. Per kind:
   without it the data is first copied to host memory (a GPU -> host leg on the source's
   outbound engine); then the network leg (no engine); then, into a GPU without RDMA, a
   host -> GPU leg on the destination's inbound engine. ``src == dst`` takes no time.
+  A "GPU" without copy engines is a worker process (``sim.resources``): its copies hold its
+  compute engine, and so does the network leg of a copy into it (its thread receives).
 * ``collective`` runs ring steps (``sim.collectives``; each step one lockstep flow over
   all its chunks' links); it holds no engine and no compute stream (NCCL runs on its
   own stream and SMs), so it overlaps with computation and competes with transfers
@@ -404,7 +406,9 @@ class _Run:
             legs.append(Leg(copy[src].outbound, self.topo.route_or_raise(src, net_src, where)))
         if dst_gpu and not self.cluster.machine_of(dst).gpudirect_rdma:
             net_dst = self.cluster.machine_of(dst).host_node
-        legs.append(Leg(None, self.topo.route_or_raise(net_src, net_dst, where)))
+        # into a worker process (a GPU without copy engines) the receiving thread does the copy
+        receiver = self.engines.receiver(dst) if dst_gpu and net_dst == dst else None
+        legs.append(Leg(receiver, self.topo.route_or_raise(net_src, net_dst, where)))
         if net_dst != dst:
             legs.append(Leg(copy[dst].inbound, self.topo.route_or_raise(net_dst, dst, where)))
         return tuple(legs), "net", device

@@ -14,7 +14,16 @@ Copy engines (``GPUSpec.copy_engines = N``), mapped onto directions as CUDA does
   (``inbound``), one for copies out of it (``outbound``: to host, and the peer copies
   it sends);
 * N >= 3: one inbound, one outbound, and the other N - 2 as a pool for the peer
-  copies the GPU sends.
+  copies the GPU sends;
+* N = 0: no engine beside the device's own: the "GPU" is a worker process on a CPU core
+  (a real run's CPU worker), one thread that does its copies itself, so every copy into,
+  out of or from it holds its compute engine and runs one at a time with its compute. A
+  copy from another machine into it holds that engine too (the receiving process reads the
+  socket; ``sim.executor``). On a machine whose only GPU it is, the host's tasks (sampling)
+  hold that engine as well: the worker process is the machine. Measured on 2-worker CPU runs
+  (``gnnwb fidelity --grid schemes``): with separate engines the simulated rows' busy time
+  summed to 2.2-2.7 x the epoch span over 2 workers, which one thread each cannot do (the
+  measured sum, gaps included, is under 2 x).
 
 A peer copy (NVLink, NVSwitch or PCIe peer-to-peer) holds an engine of its *source*
 GPU only: CUDA and NCCL push peer data as remote writes from the sender (posted
@@ -77,8 +86,10 @@ class CopyEngines:
     peer: Engine  # this GPU -> another GPU
 
     @classmethod
-    def of(cls, node: str, gpu: GPUSpec) -> CopyEngines:
+    def of(cls, node: str, gpu: GPUSpec, compute: Engine) -> CopyEngines:
         n = gpu.copy_engines
+        if n == 0:
+            return cls(compute, compute, compute)
         if n == 1:
             shared = Engine(f"{node}.copy")
             return cls(shared, shared, shared)
@@ -93,7 +104,21 @@ class MachineEngines:
         self.compute: dict[str, Engine] = {}
         self.copy: dict[str, CopyEngines] = {}
         for m in cluster.machines:
-            self.compute[m.host_node] = Engine(f"{m.host_node}.cpu", max(1, m.cpu_cores))
             for node, gpu in zip(m.gpu_nodes(), m.gpus, strict=True):
                 self.compute[node] = Engine(f"{node}.compute")
-                self.copy[node] = CopyEngines.of(node, gpu)
+                self.copy[node] = CopyEngines.of(node, gpu, self.compute[node])
+            if len(m.gpus) == 1 and is_process(m.gpus[0]):  # the worker process is the machine
+                self.compute[m.host_node] = self.compute[m.gpu_nodes()[0]]
+            else:
+                self.compute[m.host_node] = Engine(f"{m.host_node}.cpu", max(1, m.cpu_cores))
+
+    def receiver(self, node: str) -> Engine | None:
+        """The engine a copy from another machine into ``node`` holds: a process's own (its thread
+        reads the socket), else none (a NIC writes the memory)."""
+        copies = self.copy.get(node)
+        return copies.inbound if copies is not None and copies.inbound is self.compute[node] else None
+
+
+def is_process(gpu: GPUSpec) -> bool:
+    """The "GPU" is a worker process on a CPU core (no copy engine beside its own thread)."""
+    return gpu.copy_engines == 0

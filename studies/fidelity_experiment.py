@@ -19,7 +19,8 @@ scored on the schedule that ran.
 
 The modelled hardware (``hardware.toml`` in the output folder) describes what runs here:
 one machine per worker, whose "GPU" is the worker process on a CPU core (``pcie``: the
-copy of a host buffer into it), joined through a NIC (``nic``; the worker and the host
+copy of a host buffer into it; no copy engine: the process copies, receives and samples on its
+one thread, one thing at a time, :mod:`sim.resources`), joined through a NIC (``nic``; the worker and the host
 memory both reach it, as with GPUDirect RDMA, since gloo reads and writes the worker's
 tensors) and the network (``network``: gloo over loopback TCP); calibration fits the values.
 
@@ -132,7 +133,8 @@ def grid(workers: list[int], quick: bool) -> list[GridPoint]:
     return out
 
 
-CPU_WORKER = ("cpu-worker", 8 * 2**30, 50e9, 10e9, 2)  # a CPU worker process as a "GPU"
+# A CPU worker process as a "GPU": no copy engines (it copies, sends and receives on its one thread)
+CPU_WORKER = ("cpu-worker", 8 * 2**30, 50e9, 10e9, 0)
 
 
 def hardware_toml(machines: int, device: str = "cpu", one_machine: bool = False) -> str:

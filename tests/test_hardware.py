@@ -123,7 +123,7 @@ def _two_gpus() -> dict:
 
 
 @pytest.mark.parametrize(
-    ("value", "shown"), [(0, "0"), (-1, "-1"), (2.5, "2.5"), ("2", "'2'"), (True, "True"), (65, "65")]
+    ("value", "shown"), [(-1, "-1"), (2.5, "2.5"), ("2", "'2'"), (True, "True"), (65, "65")]
 )
 def test_impossible_copy_engines_get_one_line(value: object, shown: str) -> None:
     data = _two_gpus()
@@ -131,11 +131,11 @@ def test_impossible_copy_engines_get_one_line(value: object, shown: str) -> None
     with pytest.raises(ConfigError) as err:
         cluster_from_dict(data, "hardware.toml")
     assert str(err.value) == (
-        f"hardware.toml: machines[0].gpus[1].copy_engines must be an integer from 1 to 64, got {shown}"
+        f"hardware.toml: machines[0].gpus[1].copy_engines must be an integer from 0 to 64, got {shown}"
     )
 
 
-@pytest.mark.parametrize("value", [1, 3, 64])
+@pytest.mark.parametrize("value", [0, 1, 3, 64])
 def test_possible_copy_engines_are_kept(value: int) -> None:
     data = _two_gpus()
     data["machines"][0]["gpus"][1]["copy_engines"] = value
@@ -144,8 +144,8 @@ def test_possible_copy_engines_are_kept(value: int) -> None:
 
 
 def test_copy_engines_are_checked_on_a_cluster_built_in_code() -> None:
-    gpu = GPUSpec("NoEngine", 2**30, 1e12, 1e11, copy_engines=0)
-    with pytest.raises(ConfigError, match=r"m0\.gpu0\.copy_engines must be an integer from 1 to 64, got 0$"):
+    gpu = GPUSpec("NegativeEngines", 2**30, 1e12, 1e11, copy_engines=-1)
+    with pytest.raises(ConfigError, match=r"m0\.gpu0\.copy_engines must be an integer from 0 to 64, got -1$"):
         ClusterSpec("c", (MachineSpec("m0", (gpu,), 2**30),), ())
 
 
@@ -306,7 +306,7 @@ H100_TOML = load_hardware("h100-1x").to_toml()
         (
             "copy_engines = 2",
             "copy_engines = 1.5",
-            r"gpus\[0\]\.copy_engines must be an integer from 1 to 64, got 1.5",
+            r"gpus\[0\]\.copy_engines must be an integer from 0 to 64, got 1.5",
         ),
         (
             'latency = "0 us"',

@@ -232,3 +232,62 @@ def test_two_concurrent_copies_share_a_nic():
     q.transfer("a", "m0.host", "m1.host", int(1 * GB), "gather_remote")
     q.transfer("b", "m0.host", "m1.host", int(1 * GB), "gather_remote")
     assert ends(simulate(q, two_machines(rdma=False))) == pytest.approx({"a": 0.2, "b": 0.2}, **TOL)
+
+
+# ---- worker processes (a "GPU" without copy engines) ----------------------------------------
+def two_processes() -> ClusterSpec:
+    """two_machines(rdma=True) whose GPUs are worker processes (copy_engines = 0)."""
+    pair = two_machines(rdma=True)
+    machines = tuple(
+        MachineSpec(m.name, (gpu(copy_engines=0),), m.host_memory_bytes, gpudirect_rdma=True)
+        for m in pair.machines
+    )
+    return ClusterSpec("processes", machines, pair.links, pair.transit)
+
+
+def test_a_worker_process_copies_on_its_own_thread():
+    # A 1 s kernel listed first, then host -> gpu0, 1 GB over rc -> gpu0 at 20 GB/s (0.05 s),
+    # both ready at 0. A process does one thing at a time: the copy waits for the kernel,
+    # 1.0 -> 1.05. On a GPU with copy engines it runs beside the kernel, 0 -> 0.05.
+    p = Plan("process-copy")
+    p.compute("k", "m0.gpu0", "forward", features={"seconds": 1.0})
+    p.transfer("in", "m0.host", "m0.gpu0", int(1 * GB), "h2d")
+    assert rows(simulate(p, two_processes()))["in"] == pytest.approx((0.0, 1.0, 1.05), **TOL)
+    assert rows(simulate(p, two_machines(rdma=True)))["in"] == pytest.approx((0.0, 0.0, 0.05), **TOL)
+
+
+def test_the_only_worker_process_of_a_machine_also_runs_its_hosts_tasks():
+    # Sampling on m0.host (1 s) and a kernel on m0.gpu0 (1 s), both ready at 0: one process
+    # does both, one after the other (the kernel 1 -> 2); beside a real GPU both run 0 -> 1.
+    p = Plan("process-host")
+    p.compute("s", "m0.host", "sample", features={"seconds": 1.0})
+    p.compute("k", "m0.gpu0", "forward", features={"seconds": 1.0})
+    assert rows(simulate(p, two_processes())) == {"s": (0.0, 0.0, 1.0), "k": (0.0, 1.0, 2.0)}
+    assert rows(simulate(p, two_machines(rdma=True))) == {"s": (0.0, 0.0, 1.0), "k": (0.0, 0.0, 1.0)}
+
+
+def test_a_copy_from_another_machine_holds_the_receiving_process_not_the_sender():
+    # m0.gpu0 -> m1.gpu0, 1 GB over the 10 GB/s network: 0 -> 0.1, listed before a 1 s kernel
+    # on each process. The receiver's thread reads the socket: m1's kernel waits, 0.1 -> 1.1.
+    # The sender's (a posted send) does not: m0's kernel runs 0 -> 1.
+    p = Plan("process-net")
+    p.transfer("send", "m0.gpu0", "m1.gpu0", int(1 * GB), "gather_remote")
+    p.compute("k0", "m0.gpu0", "forward", features={"seconds": 1.0})
+    p.compute("k1", "m1.gpu0", "forward", features={"seconds": 1.0})
+    r = rows(simulate(p, two_processes()))
+    assert same_times(r, {"send": (0.0, 0.0, 0.1), "k0": (0.0, 0.0, 1.0), "k1": (0.0, 0.1, 1.1)})
+
+
+def test_worker_processes_sharing_a_machine_leave_its_host_its_own_cores():
+    # Two processes on one machine: the host's task is not one process's, so it keeps the
+    # host's engine and runs beside both kernels (all 0 -> 1).
+    m = MachineSpec("m0", (gpu(copy_engines=0),) * 2, 64 * 2**30)
+    links = (LinkSpec("m0.host", "m0.rc", 50 * GB, 0.0, "host"),) + tuple(
+        LinkSpec("m0.rc", f"m0.gpu{g}", 20 * GB, 0.0, "pcie") for g in range(2)
+    )
+    cluster = ClusterSpec("shared", (m,), links, {"m0.rc": "root-complex"})
+    p = Plan("shared-host")
+    p.compute("s", "m0.host", "sample", features={"seconds": 1.0})
+    p.compute("k0", "m0.gpu0", "forward", features={"seconds": 1.0})
+    p.compute("k1", "m0.gpu1", "forward", features={"seconds": 1.0})
+    assert ends(simulate(p, cluster)) == {"s": 1.0, "k0": 1.0, "k1": 1.0}

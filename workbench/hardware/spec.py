@@ -53,8 +53,14 @@ TRANSIT_KINDS = ("pcie-switch", "nvswitch", "nic", "network", "root-complex")
 class GPUSpec:
     """One GPU model; its memory node is ``<machine>.gpu<index>``.
 
-    ``copy_engines`` (an integer from 1 to 64; CUDA's ``asyncEngineCount``) is how many
+    ``copy_engines`` (an integer from 0 to 64; CUDA's ``asyncEngineCount``) is how many
     DMA copy engines the GPU has. How copies map onto them:
+
+    * 0 engines: the device is a process on a CPU core (a real run's CPU worker), with no
+      engine beside its one thread: every copy into or out of it, and every copy from
+      another machine into it, runs on its compute engine, one thing at a time with its
+      compute; on a machine with no other GPU, so do the host's tasks (the process samples
+      too). See :mod:`sim.resources`.
 
     * 1 engine: every copy (host-to-device, device-to-host, peer) shares it, one at a time.
     * 2 engines (CUDA's asyncEngineCount=2): one for copies into the GPU from host, one
@@ -229,9 +235,9 @@ def _engines(gpus: tuple[GPUSpec, ...]) -> str:
 
 
 def copy_engines_problem(value: object) -> str | None:
-    """Why ``value`` is not a valid ``copy_engines`` (None when it is): an int, not a bool, 1..64."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COPY_ENGINES:
-        return f"copy_engines must be an integer from 1 to {MAX_COPY_ENGINES}, got {value!r}"
+    """Why ``value`` is not a valid ``copy_engines`` (None when it is): an int, not a bool, 0..64."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COPY_ENGINES:
+        return f"copy_engines must be an integer from 0 to {MAX_COPY_ENGINES}, got {value!r}"
     return None
 
 
