@@ -57,7 +57,7 @@ import numpy as np
 
 from sim.clock import SimClock
 from sim.collectives import Step, collective_steps
-from sim.costmodel import LinearCostModel
+from sim.costmodel import LinearCostModel, overhead_of
 from sim.flows import FlowNetwork
 from sim.memory import MemoryTimeline, TaskMemory, check_resident, task_memory
 from sim.resources import Engine, MachineEngines
@@ -415,7 +415,8 @@ class _Run:
 
     def _start_transfer(self, i: int) -> None:
         self._begin(i)
-        overhead = self.transfer_overhead.get(self.tasks[i].phase, 0.0)
+        task = self.tasks[i]
+        overhead = overhead_of(self.transfer_overhead, task.phase, task.id)
         if overhead > 0.0:  # the host's work before the first byte moves (sim.costmodel)
             self.clock.call_later(overhead, partial(self._leg, 0, i))
         else:

@@ -18,9 +18,12 @@ unknowns (latencies, and 1 / scale as time per byte over the given bottleneck), 
 fitted in one go by :func:`sim.calibrate.regress.relative_nnls`.
 
 An exchange phase (:data:`EXCHANGE_PHASES`: a real feature store's remote and peer reads)
-adds one unknown, its fixed cost per transfer (``sim.costmodel``'s ``transfer_overhead``),
-fitted where rows of other phases over the same links (the point-to-point
-microbenchmark) tell it from the links' latency; otherwise it stays in the latency.
+adds one unknown per protocol its rows use (``phase.protocol``: a feature store's fetch, a
+pre-gather, a halo send; :func:`sim.costmodel.exchange_protocol`), its fixed cost per transfer
+(``sim.costmodel``'s ``transfer_overhead``), fitted where rows of other phases over the same
+links (the point-to-point microbenchmark) tell it from the links' latency; otherwise it stays
+in the latency. The phase itself gets the median of its protocols' costs, for a protocol no
+fitted trace used.
 
 Collective rows (``allreduce`` and ``alltoall`` phases; one row per device, the buffer in
 ``buffer_bytes``) enter the same model as :mod:`sim.collectives` runs them: a step per ring
@@ -60,7 +63,6 @@ simulator models but this fit does not.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -69,6 +71,7 @@ import pandas as pd
 
 from sim.calibrate.regress import Fit, independent_columns, r_squared, relative_nnls
 from sim.calibrate.sources import CalibrationError
+from sim.costmodel import exchange_of, exchange_protocol
 from sim.topology import Topology
 from workbench.hardware.spec import ClusterSpec
 
@@ -266,13 +269,6 @@ def transfer_rows(sources: list[Any]) -> pd.DataFrame:
 def _measured(df: pd.DataFrame) -> bool:
     """Whether a trace was measured (a real run's), not simulated: only measured workers differ."""
     return "executor" in df.columns and bool((df["executor"] == "real").any())
-
-
-def exchange_of(task: str) -> str:
-    """The exchange a read task belongs to: its id without the worker and the source, e.g.
-    ``i3.w1.remote.m0.host`` -> ``i3.remote``, ``i3.w1.t2.remote.m0.host`` -> ``i3.t2.remote``
-    (a source is a ``machine.memory`` name)."""
-    return re.sub(r"\.w\d+(?=\.)", "", task).rsplit(".", 2)[0]
 
 
 MIGRATION_PHASE = "migrate"
@@ -485,7 +481,7 @@ class _Design:
 
     y: np.ndarray  # seconds
     sources: np.ndarray
-    phases: np.ndarray
+    phases: np.ndarray  # per row its phase; an exchange's row: its overhead key (_overhead_keys)
     used: list[tuple[tuple[Leg, int], ...]]  # per row: (leg, times it runs)
     lat_kinds: list[str]
     groups: list[str]
@@ -547,7 +543,7 @@ def _design_matrix(
     return _Design(
         y=seconds[index],
         sources=rows["source"].to_numpy()[index],
-        phases=rows["phase"].to_numpy()[index],
+        phases=_overhead_keys(rows).to_numpy()[index],
         used=used,
         lat_kinds=lat_kinds,
         groups=groups,
@@ -617,9 +613,9 @@ def _solve(design: _Design, result: LinkCalibration) -> tuple[Fit, dict[int, flo
     column, its coefficient and standard error. Sets ``result.overheads``."""
     lat_kinds, groups = design.lat_kinds, design.groups
     bottleneck_kinds = {k for g in groups for k in g.rsplit(".", 1)[0].split("+")}
-    # An exchange phase's fixed cost, one unknown per phase present; it is told apart from the
-    # links' latencies only by rows of other phases over the same links (microbenchmarks).
-    exchanges = [p for p in EXCHANGE_PHASES if (design.phases == p).any()]
+    # An exchange's fixed cost, one unknown per exchange phase and protocol present; it is told
+    # apart from the links' latencies only by rows of other phases over the same links (microbenchmarks).
+    exchanges = sorted(str(k) for k in set(design.phases) if str(k).split(".", 1)[0] in EXCHANGE_PHASES)
     base = len(lat_kinds) + len(groups)
     exchange_columns = (
         np.stack([(design.phases == p).astype(float) for p in exchanges], axis=1) if exchanges else None
@@ -650,6 +646,7 @@ def _solve(design: _Design, result: LinkCalibration) -> tuple[Fit, dict[int, flo
         for k, p in enumerate(exchanges)
         if base + k in coef
     }
+    _phase_fallbacks(result.overheads)
     for k, p in enumerate(exchanges):
         if base + k not in coef:
             result.notes.append(
@@ -657,6 +654,32 @@ def _solve(design: _Design, result: LinkCalibration) -> tuple[Fit, dict[int, flo
                 "point-to-point microbenchmark over the same links); it stays in the latency"
             )
     return fit, coef, stderr
+
+
+def _overhead_keys(rows: pd.DataFrame) -> pd.Series:
+    """Per row the key its fixed cost is fitted under: an exchange phase's row with a task id,
+    ``phase.protocol`` (:func:`sim.costmodel.exchange_protocol`: schemes exchange one phase's rows
+    by protocols that cost differently); any other row, its phase."""
+    phase = rows["phase"].astype(str)
+    task = rows["task"].astype(str) if "task" in rows.columns else pd.Series("", index=rows.index)
+    protocol = task.map(exchange_protocol)
+    keyed = phase.isin(EXCHANGE_PHASES) & (protocol != "")
+    return phase.where(~keyed, phase + "." + protocol)
+
+
+def _phase_fallbacks(overheads: dict[str, tuple[float, float]]) -> None:
+    """Give each phase fitted only per protocol a phase entry, the median of its protocols' (what a
+    protocol no fitted trace used gets)."""
+    by_phase: dict[str, list[tuple[float, float]]] = {}
+    for key, value in overheads.items():
+        if "." in key:
+            by_phase.setdefault(key.split(".", 1)[0], []).append(value)
+    for phase, values in by_phase.items():
+        if phase not in overheads:
+            overheads[phase] = (
+                float(np.median([v for v, _ in values])),
+                float(np.median([e for _, e in values])),
+            )
 
 
 def _group_fits(

@@ -22,6 +22,7 @@ from sim.calibrate import (
     features_from_plan,
     load_profile,
 )
+from workbench.errors import ConfigError
 from workbench.hardware.spec import ClusterSpec, GPUSpec, LinkSpec, MachineSpec
 from workbench.plan import Plan
 
@@ -624,6 +625,64 @@ def test_an_exchanges_fixed_cost_is_told_from_latency_by_point_to_point_rows(tmp
     )
 
 
+def test_each_exchange_protocol_of_a_phase_gets_its_own_fixed_cost(tmp_path):
+    """Two ways of exchanging gather_remote rows (a feature store's fetch, ``remote``, paying 800 us
+    before each transfer; a pushed halo, ``halo``, paying 100 us), beside point-to-point rows over the
+    same links: each protocol's cost is recovered, the phase gets their median (a protocol no trace
+    used), and the profile simulates each with its own."""
+    costs = {"gather_remote.remote": OVERHEAD, "gather_remote.halo": 100 * US}
+    plan = Plan("protocols")
+    last: list[str] = []
+    for rep in range(3):
+        for size in SIZES:
+            for tid, src, dst, phase in (
+                (f"i{rep}.w0.remote{size}.m1.host", "m1.host", "m0.host", "gather_remote"),
+                (f"i{rep}.w0.halo{size}.from1", "m1.host", "m0.host", "gather_remote"),
+                (f"p{rep}.{size}", "m0.host", "m1.host", "other"),
+            ):
+                plan.transfer(tid, src, dst, size, phase, last)
+                last = [tid]
+    trace = simulate(plan, cluster(TRUE), cost_model=LinearCostModel(transfer_overhead=costs)).trace
+    profile = load_profile(
+        calibrate([TraceSource("protocols.parquet", trace, None, "synthetic")], cluster(GIVEN)).write(
+            tmp_path / "p.toml"
+        )
+    )
+    fitted = profile.cost_model.transfer_overhead
+    assert close(fitted["gather_remote.remote"], OVERHEAD) and close(fitted["gather_remote.halo"], 100 * US)
+    assert fitted["gather_remote"] == pytest.approx(
+        (fitted["gather_remote.remote"] + fitted["gather_remote.halo"]) / 2
+    )
+    one = Plan("one")
+    one.transfer("i0.w0.halo0.from1", "m1.host", "m0.host", 1 << 20, "gather_remote")
+    bare = simulate(one, profile.cluster).makespan
+    assert simulate(one, profile.cluster, cost_model=profile.cost_model).makespan - bare == pytest.approx(
+        fitted["gather_remote.halo"]
+    )
+
+
+def test_an_exchanges_protocol_and_its_overhead_are_read_from_its_id():
+    from sim.costmodel import exchange_protocol, overhead_of, parse_transfer_overhead
+
+    cases = {
+        "i3.w1.remote.m0.host": "remote",
+        "i3.w12.t2.remote.m0.host": "remote",
+        "i0.w0.pregather.m1.host": "pregather",
+        "i0.w0.halo1.from1": "halo",
+        "i0.w1.halograd1.to0": "halograd",
+        "i0.w1.ids-to-w0": "ids-to",
+        "i0.w0.rows-from-w1": "rows-from",
+        "i0.w0.m1.host": "",
+    }
+    assert {t: exchange_protocol(t) for t in cases} == cases
+    table = parse_transfer_overhead({"gather_remote": 1.0, "gather_remote.halo": 0.25}, "p.toml")
+    assert overhead_of(table, "gather_remote", "i0.w0.halo1.from1") == 0.25
+    assert overhead_of(table, "gather_remote", "i0.w0.remote.m1.host") == 1.0  # no entry of its own
+    assert overhead_of(table, "d2d", "i0.w0.halo1.from1") == 0.0
+    with pytest.raises(ConfigError, match=r"^p\.toml: transfer_overhead\.gather_remot: unknown phase"):
+        parse_transfer_overhead({"gather_remot.halo": 1.0}, "p.toml")
+
+
 def test_without_other_rows_an_exchanges_fixed_cost_stays_in_the_latency():
     links = calibrate([exchange_source(np.random.default_rng(3), with_microbench=False)], cluster(GIVEN))
     assert "gather_remote" not in links.cost_model.transfer_overhead
@@ -640,6 +699,10 @@ def test_a_measured_exchange_and_collective_are_fitted_to_their_last_end() -> No
     assert exchange_of("i3.w1.remote.m0.host") == "i3.remote"
     assert exchange_of("i3.w12.t2.remote.m0.host") == "i3.t2.remote"
     assert exchange_of("i3.w0.pregather.m1.host") == "i3.pregather"
+    # ROC's halo rows of one layer are one exchange, the next layer's another (not one per iteration)
+    assert exchange_of("i0.w0.halo0.from1") == exchange_of("i0.w1.halo0.from0") == "i0.halo0"
+    assert exchange_of("i0.w1.halo1.from0") == "i0.halo1"
+    assert exchange_of("i0.w0.ids-to-w1") == exchange_of("i0.w1.ids-to-w0") == "i0.ids-to"
 
     def row(task: str, it: int, phase: str, kind: str, end: float, device: str = "m0.gpu0") -> dict:
         src, dst = ("m1.host", "m0.gpu0") if kind == "transfer" else ("", "")
