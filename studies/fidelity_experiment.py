@@ -3,8 +3,9 @@
 The grid is the schemes that run for real (model-centric, and hopgnn with all three switches
 and ``minibatches = "as-sampled"``; both with globally random minibatches, the HopGNN paper's
 setup) over partitions x placements x fanouts x worker counts, on CPU
-worker processes of this machine (default 2 workers: more than the machine has cores
-time-share them, which the simulator does not model). Every configuration runs
+worker processes of this machine (default 2 workers; more than the machine has cores
+time-share them: fitted points of that kind fit :func:`fit_contention` rather than the profile,
+and held-out ones are stretched by it, :mod:`sim.contention`). Every configuration runs
 ``repeats`` times for ``epochs`` epochs (the last one, warm, is the one measured). The
 configurations are split in two by a checkerboard over the grid's factors, so every level
 of every factor is in both halves; calibration (``gnnwb calibrate --attribute-gaps`` on the
@@ -267,14 +268,16 @@ def run_and_collect(
     """Run every point (``write(point)``: its configuration file under ``configs/``) ``opts.repeats``
     times, keeping finished runs; returns the prepared runs and plans by name (built once, and only
     where something needs them), each point's run folders, and the calibration sources: the
-    microbenchmarks unless turned off, and the warm epochs of the points not held out."""
+    microbenchmarks unless turned off, and the warm epochs of the points not held out that have a
+    core per worker (those with more workers than cores fit :func:`fit_contention` instead: their
+    rows are stretched by time-sharing, which the links and compute costs do not describe)."""
     prepared: dict[str, tuple[Any, Any]] = {}
     runs: dict[str, list[Path]] = {}
     for n, point in enumerate(points, 1):
         runs[point.name] = _run_repeats(point, write(point), opts, prepared, f"[{n}/{len(points)}]")
     sources: list[Any] = list(microbenchmarks(opts.out / "microbench")) if opts.microbench else []
     for point in points:
-        if not point.held_out:
+        if not point.held_out and point.workers <= cores():  # contended runs fit the contention model
             plan = _plan(prepared, point, opts.out)
             sources.extend(warm_source(f, plan, opts.epochs - 1) for f in runs[point.name])
     return prepared, runs, sources
@@ -442,9 +445,18 @@ def _score(
     profile_path, profile = calibrate_profile(
         sources, hardware, out / "profile.toml", "gnnwb fidelity (calibration half)"
     )
+    contention, contention_fit = fit_contention(points, prepared, runs, opts, profile_path, profile)
     held_out = [p for p in points if p.held_out]
     predicted = {
-        p.name: predict(*_prepared(prepared, p, out), p.name, profile_path, profile) for p in held_out
+        p.name: predict(
+            *_prepared(prepared, p, out),
+            p.name,
+            profile_path,
+            profile,
+            contention=contention,
+            workers=p.workers,
+        )
+        for p in held_out
     }
     measured: dict[str, Any] = {}
     loads: list[dict[str, float]] = []
@@ -456,6 +468,8 @@ def _score(
     summary["machine"] = machine_load(loads)
     summary["calibration"] = {"profile": str(profile_path), "traces": len(sources)}
     summary["schemes"] = per_scheme(table)
+    summary["workers"] = per_scheme(table, "workers")
+    summary["contention"] = contention_fit
     table.to_csv(out / "table.csv", index=False)
     summary["images"] = [p.name for p in plot(table, summary, out)]
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -475,17 +489,65 @@ def calibrate_profile(sources: list[Any], hardware: Path, path: Path, command: s
 
 
 def predict(
-    prep: Any, plan: Any, name: str, profile_path: Path, profile: Any
+    prep: Any,
+    plan: Any,
+    name: str,
+    profile_path: Path,
+    profile: Any,
+    *,
+    contention: Any = None,
+    workers: int = 1,
 ) -> tuple[float, dict[str, float], list[float]]:
     """The prepared run's simulated epoch span, busy seconds per phase and iteration times, on the
-    calibrated profile."""
-    from sim import simulate
+    calibrated profile; with ``contention`` (:class:`sim.contention.SharedCores`), a run of more
+    ``workers`` than its cores is stretched as they time-share them."""
     from sim.calibrate.fidelity import epoch_span, iteration_times, phase_busy
+
+    sim = simulated_trace(prep, plan, name, profile_path, profile)
+    if contention is not None:
+        sim, _ = contention.stretch(sim, workers)
+    return epoch_span(sim), phase_busy(sim, gaps=False), iteration_times(sim)
+
+
+def simulated_trace(prep: Any, plan: Any, name: str, profile_path: Path, profile: Any) -> Any:
+    """The prepared run simulated on the calibrated profile (every worker with its own core)."""
+    from sim import simulate
     from workbench.run import apply_profile
 
     cluster, _ = apply_profile(prep.cluster, str(profile_path), name)
-    sim = simulate(plan, cluster, cost_model=profile.cost_model, run_id=name).trace
-    return epoch_span(sim), phase_busy(sim, gaps=False), iteration_times(sim)
+    return simulate(plan, cluster, cost_model=profile.cost_model, run_id=name).trace
+
+
+def cores() -> int:
+    """The cores this machine's worker processes share."""
+    return os.cpu_count() or 1
+
+
+def fit_contention(
+    points: Sequence[Any],
+    prepared: dict[str, tuple[Any, Any]],
+    runs: dict[str, list[Path]],
+    opts: FidelityOptions,
+    profile_path: Path,
+    profile: Any,
+) -> tuple[Any, dict[str, Any] | None]:
+    """The CPU contention model (:mod:`sim.contention`) fitted on the calibration half's points
+    with more workers than cores: each repeat's measured warm epoch against the point simulated on
+    the profile; (None, None) without such points."""
+    from sim.contention import ContendedRun, demand, fit_efficiency
+
+    fitted = [p for p in points if not p.held_out and p.workers > cores()]
+    if not fitted:
+        return None, None
+    contended = []
+    for point in fitted:
+        busy, span = demand(
+            simulated_trace(*_prepared(prepared, point, opts.out), point.name, profile_path, profile)
+        )
+        measured, _ = measure(runs[point.name], [opts.epochs - 1])
+        contended += [ContendedRun(point.name, busy, span, m) for m in measured.epoch]
+    model, quality = fit_efficiency(contended, cores())
+    return model, {**model.to_dict(), **quality}
 
 
 def measure(folders: list[Path], epochs: Sequence[int]) -> tuple[Any, list[dict[str, float]]]:
@@ -523,8 +585,9 @@ def machine_load(loads: list[dict[str, float]]) -> dict[str, Any]:
     }
 
 
-def per_scheme(table: Any) -> dict[str, dict[str, float]]:
-    """Held-out epoch errors of each scheme: median and worst |error|, mean signed error."""
+def per_scheme(table: Any, by: str = "scheme") -> dict[str, dict[str, float]]:
+    """Held-out epoch errors of each scheme (or each value of the column ``by``): median and worst
+    |error|, mean signed error."""
     epoch = table[table["quantity"] == "epoch"]
     if "reliable" in epoch.columns:  # as the summary's figures: unreliable repeats are not scored
         epoch = epoch[epoch["reliable"].astype(bool)]
@@ -534,8 +597,31 @@ def per_scheme(table: Any) -> dict[str, dict[str, float]]:
             "worst_abs_error": float(g["error"].abs().max()),
             "mean_error": float(g["error"].mean()),
         }
-        for name, g in epoch.groupby("scheme", sort=False)
+        for name, g in epoch.groupby(by, sort=False)
     }
+
+
+def _contention_sentence(summary: dict[str, Any], cpus: int | None) -> str:
+    """What the report says about workers that outnumber the cores, and the errors per worker count."""
+    fit = summary.get("contention")
+    by = "; ".join(
+        f"{w} workers: median {v['median_abs_error']:.1%}, worst {v['worst_abs_error']:.1%}"
+        for w, v in summary.get("workers", {}).items()
+    )
+    per_count = f" Held-out epoch error by worker count: {by}." if by else ""
+    if fit is None:
+        return (
+            f"No fitted configuration had more workers than the {cpus} CPUs, so no contention model was fitted; "
+            "a held-out one that has is simulated as if each worker had a core." + per_count
+        )
+    return (
+        f"Contention (sim.contention): runs with more workers than the {fit['cores']} cores are simulated with a "
+        f"core each and stretched by max(1, busy / (efficiency x cores x span)); efficiency {fit['efficiency']:.3f}, "
+        f"the median of {fit['runs']} fitted repeats' implied values ({fit['implied_efficiency_min']:.3f}-"
+        f"{fit['implied_efficiency_max']:.3f}); on those repeats the median |error| is "
+        f"{fit['median_abs_error']:.1%} with it and {fit['median_abs_error_uncontended']:.1%} without."
+        + per_count
+    )
 
 
 def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
@@ -577,8 +663,9 @@ def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
             if machine["load_median"] is not None
             else "n/a"
         )
-        + " (other processes on the machine inflate and scatter the measured times; more workers than CPUs "
-        "time-share them, which the simulator does not model).",
+        + " (other processes on the machine inflate and scatter the measured times).",
+        "",
+        _contention_sentence(summary, machine["cpus"]),
     ]
     lines += [
         "",

@@ -10,7 +10,8 @@ phases must not hide each other).
 
 The quick grid keeps one placement (8 configurations, 4 held out); the full grid has both
 placements (16, 8 held out) and adds 4 workers where the machine has the cores for them
-(more workers than cores time-share them, which the simulator does not model).
+(more workers than cores time-share them: the fidelity experiment's contention model,
+:mod:`sim.contention`, covers those runs where the grid has fitted ones).
 """
 
 from __future__ import annotations

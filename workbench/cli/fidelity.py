@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workers",
         default="2",
         metavar="N,N",
-        help="worker counts (default 2: more workers than CPU cores time-share them, which the simulator does not model)",
+        help="worker counts (default 2; runs with more workers than CPU cores fit and are scored with a "
+        "contention model, sim.contention)",
     )
     p.add_argument(
         "--repeats",
