@@ -7,6 +7,13 @@ else: a name typed twice drifts apart, and then a real run reports a task its pl
 Ids are ``i{iteration}.{what}`` for a task of the whole iteration (an all-reduce) and
 ``i{iteration}.w{worker}.{step}`` for one worker's step; schemes add their own steps under
 a worker's prefix (:func:`worker_prefix`).
+
+Calibration reads two things back from an exchange's id (:func:`sim.costmodel.exchange_of`,
+:func:`sim.costmodel.exchange_protocol`): fields naming its ends (``w{k}``, a memory node such
+as ``m1.host``, ``from{k}``, ``to{k}``, a ``-w{k}`` suffix) are dropped to find the exchange
+every pair of ends shares, and its first other field after the iteration and time step, less its
+number, is its protocol (``remote``, ``halo``), which prices the exchange's fixed cost. A new
+exchange step keeps that shape, or gets a fixed cost shared with whatever name it collides with.
 """
 
 from __future__ import annotations
