@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from sim.calibrate.fidelity import tails_sentence
+from sim.calibrate.fidelity import NOT_PHASES, tails_sentence
 from studies.report import ReportPage
 from studies.runner import Point, Study, register_study
 from studies.study_published import overview
@@ -190,7 +190,7 @@ def _phase_misses(summary: dict[str, Any], table: pd.DataFrame, phases: pd.DataF
     )
     # Where the gap comes from: each phase's simulated minus measured busy time, summed over the
     # held-out configurations; the largest in size says where the epoch error lies.
-    per_phase = table[table["quantity"] != "epoch"]
+    per_phase = table[~table["quantity"].isin(NOT_PHASES)]  # iteration percentiles are not phases
     gap = (per_phase["predicted_s"] - per_phase["measured_s"]).groupby(per_phase["quantity"]).sum()
     widest = str(gap.abs().idxmax()) if len(gap) else ""
     return (

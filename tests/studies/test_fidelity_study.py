@@ -85,6 +85,23 @@ def test_a_missed_target_names_the_phase_furthest_off_in_time(tmp_path):
     )  # 0.2 s simulated, 0.5 s measured
 
 
+def test_the_phase_furthest_off_is_a_phase_not_an_iteration_percentile(tmp_path):
+    from sim.calibrate.fidelity import Measured, compare, summarize
+    from studies.study_fidelity import analyze
+
+    # One 1 s iteration measured, two of 0.2 and 0.5 s simulated: the iteration percentiles are off by
+    # 0.5-0.8 s, more than any phase, but the phase furthest off is still gather_remote's -0.3 s.
+    measured = {"a": Measured([1.0, 1.0], [{"forward": 0.5, "gather_remote": 0.5}] * 2, [[1.0], [1.0]])}
+    predicted = {"a": (0.7, {"forward": 0.5, "gather_remote": 0.2}, [0.2, 0.5])}
+    table = compare(measured, predicted, {"a": {"workers": 2, "scheme": "model-centric"}})
+    assert {"iteration_p50", "iteration_p95"} <= set(table["quantity"])
+    result = {"summary": summarize(table), "table": table.to_dict("records")}
+    text = " ".join(
+        s.text for s in analyze(pd.DataFrame([json.loads(json.dumps(result))]), tmp_path).sections
+    )
+    assert "furthest off in time, summed over the held-out configurations: gather_remote (-300.0 ms" in text
+
+
 def test_the_target_is_not_judged_when_every_configuration_is_too_noisy(tmp_path):
     import pandas as pd
 
