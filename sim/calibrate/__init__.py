@@ -81,7 +81,8 @@ __all__ = [
 ]
 
 REGRESSOR_RULE = (
-    f"per compute group with at least {MIN_ROWS_TO_COMPARE} rows: linear vs gradient-boosted trees, 5-fold "
+    f"per compute group with at least {MIN_ROWS_TO_COMPARE} rows: linear vs gradient-boosted trees correcting it "
+    "(fitted to log(time / linear prediction)), 5-fold "
     "held-out mean |relative error| on the same folds; trees are used only if their error is below "
     f"{NONLINEAR_MARGIN:g} x the linear model's (more than 10% lower); otherwise, and with fewer rows, linear"
 )

@@ -13,8 +13,14 @@ cannot tell apart (all proportional to each other, or constant beside the interc
 are dropped in the order vertices, edges, flops, bytes, and the profile says which.
 
 A non-linear regressor is tried beside it: gradient-boosted trees
-(``GradientBoostingRegressor``, 100 trees of depth 3, fitted to log time) on the same
-four features. Rule: with at least :data:`MIN_ROWS_TO_COMPARE` rows, both are scored by
+(``GradientBoostingRegressor``, 100 trees of depth 3) on the same four features, fitted to
+the log of each time over the linear model's prediction: they correct the linear model, so
+beyond the range of the fitted rows (a larger graph, a wider layer) the prediction keeps
+growing with the work; trees fitted to the time itself are constant there. Measured on the
+scheme fidelity grid's second held-out set (twice the vertices, a width between the fitted
+two): epoch median |error| 21.9% -> 16.8% over its 10 configurations (held-out backward times
+of ROC's memory policies on the larger graph had been predicted at a third to a half of the
+measured). Rule: with at least :data:`MIN_ROWS_TO_COMPARE` rows, both are scored by
 5-fold cross-validation (mean absolute relative error on held-out rows, the same folds);
 the trees replace the linear model only if their held-out error is more than 10 % lower
 (``trees < 0.9 * linear``). Fewer rows: the linear model, unscored.
@@ -28,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sim.calibrate.costmodel import FEATURE_COLUMNS, TreeEnsemble, device_model, device_rates
+from sim.calibrate.costmodel import BASE_FLOOR, FEATURE_COLUMNS, TreeEnsemble, device_model, device_rates
 from sim.calibrate.regress import independent_columns, relative_nnls
 from sim.calibrate.sources import FEATURES, CalibrationError
 from sim.costmodel import LinearCoefficients
@@ -161,7 +167,8 @@ def _fit_group(model: str, phase: str, g: pd.DataFrame, seed: int) -> GroupFit:
         quality["heldout_linear"] = lin_err
         quality["heldout_trees"] = tree_err
         if tree_err < NONLINEAR_MARGIN * lin_err:
-            chosen = TreeEnsemble.from_sklearn(_trees(seed).fit(feats, np.log(y)))
+            base = x_all[:, columns] @ fit.coef
+            chosen = TreeEnsemble.from_sklearn(_trees(seed).fit(feats, _log_ratio(y, base)), base=linear)
         quality["model"] = "trees" if isinstance(chosen, TreeEnsemble) else "linear"
     else:
         quality["model"] = "linear"
@@ -183,9 +190,15 @@ def _cross_validate(x_lin: np.ndarray, feats: np.ndarray, y: np.ndarray, seed: i
     for train, test in KFold(FOLDS, shuffle=True, random_state=seed).split(x_lin):
         f = relative_nnls(x_lin[train], y[train])
         lin.append(np.abs(x_lin[test] @ f.coef - y[test]) / y[test])
-        model = _trees(seed).fit(feats[train], np.log(y[train]))
-        tree.append(np.abs(np.exp(model.predict(feats[test])) - y[test]) / y[test])
+        model = _trees(seed).fit(feats[train], _log_ratio(y[train], x_lin[train] @ f.coef))
+        corrected = np.maximum(x_lin[test] @ f.coef, BASE_FLOOR) * np.exp(model.predict(feats[test]))
+        tree.append(np.abs(corrected - y[test]) / y[test])
     return float(np.mean(np.concatenate(lin))), float(np.mean(np.concatenate(tree)))
+
+
+def _log_ratio(y: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """What the trees fit: the log of each time over the linear model's prediction of it."""
+    return np.log(y) - np.log(np.maximum(base, BASE_FLOOR))
 
 
 def _names(g: pd.DataFrame) -> str:

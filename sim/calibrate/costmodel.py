@@ -65,10 +65,14 @@ class TreeEnsemble:
     """Gradient-boosted regression trees over :data:`FEATURE_COLUMNS`, as scikit-learn fitted them.
 
     ``prediction = init + learning_rate * sum(tree values)``, in log seconds when
-    ``log_target`` (the trees were fitted to log time, so errors are relative). Trees are
-    stored flat: tree ``t``'s nodes are ``roots[t]`` onwards; a node with ``left == -1``
-    is a leaf; otherwise go left when ``x[feature] <= threshold``. Child indices are
-    relative to the tree's root.
+    ``log_target`` (the trees were fitted to log time, so errors are relative). With a ``base``
+    (linear coefficients), the trees were fitted to the log of time over the base's prediction
+    and correct it: seconds = base's prediction x exp(prediction). Trees alone are constant
+    beyond the range they were fitted on (a graph twice the size takes the time of the largest
+    fitted one); corrected, the prediction keeps growing with the work as the linear model
+    does. Trees are stored flat: tree ``t``'s nodes are ``roots[t]`` onwards; a node with
+    ``left == -1`` is a leaf; otherwise go left when ``x[feature] <= threshold``. Child
+    indices are relative to the tree's root.
     """
 
     init: float
@@ -80,9 +84,12 @@ class TreeEnsemble:
     right: tuple[int, ...]
     value: tuple[float, ...]
     log_target: bool = True
+    base: LinearCoefficients | None = None
 
     @classmethod
-    def from_sklearn(cls, model: Any, log_target: bool = True) -> TreeEnsemble:
+    def from_sklearn(
+        cls, model: Any, log_target: bool = True, base: LinearCoefficients | None = None
+    ) -> TreeEnsemble:
         """From a fitted ``GradientBoostingRegressor`` (squared-error loss, constant initial guess)."""
         roots, feature, threshold, left, right, value = [], [], [], [], [], []
         for est in model.estimators_[:, 0]:
@@ -104,6 +111,7 @@ class TreeEnsemble:
             tuple(right),
             tuple(value),
             log_target,
+            base,
         )
 
     def predict(self, x: np.ndarray) -> np.ndarray:
@@ -127,12 +135,15 @@ class TreeEnsemble:
                 node = np.where(inner, root + step, node)
             total += value[node]
         out = self.init + self.learning_rate * total
+        if self.base is not None:
+            return linear_seconds(self.base, x) * np.exp(out)
         return np.exp(out) if self.log_target else out
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": "trees",
-            **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()},
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if k != "base"},
+            **({"base": asdict(self.base)} if self.base is not None else {}),
         }
 
     @classmethod
@@ -142,14 +153,35 @@ class TreeEnsemble:
             n = len(arrays["feature"])
             if any(len(arrays[k]) != n for k in ("threshold", "left", "right", "value")):
                 raise ValueError("node arrays of different lengths")
+            base = data.get("base")
             return cls(
                 float(data["init"]),
                 float(data["learning_rate"]),
                 log_target=bool(data.get("log_target", True)),
+                base=LinearCoefficients(**{k: float(v) for k, v in dict(base).items()}) if base else None,
                 **arrays,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: not a tree ensemble ({exc})") from None
+
+
+# A linear prediction of no time (every fitted coefficient 0 on a row without features) is taken as
+# this many seconds where trees correct it, so their log ratio stays finite.
+BASE_FLOOR = 1e-9
+
+
+def linear_seconds(c: LinearCoefficients, x: np.ndarray) -> np.ndarray:
+    """``c``'s seconds for rows ``x`` of :data:`FEATURE_COLUMNS` (flops and bytes already over the
+    device's rates), as :meth:`LinearCoefficients.predict` gives them one task at a time, at least
+    :data:`BASE_FLOOR`."""
+    seconds = (
+        c.intercept
+        + c.per_flop * x[:, 0]
+        + c.per_byte * x[:, 1]
+        + c.per_edge * x[:, 2]
+        + c.per_vertex * x[:, 3]
+    )
+    return np.maximum(seconds, BASE_FLOOR)
 
 
 Fitted = LinearCoefficients | TreeEnsemble

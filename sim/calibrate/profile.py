@@ -187,7 +187,7 @@ def _strip_fit_flags(link: Any, where: str) -> Any:
 
 _COST_FIELDS = frozenset({"kind", "provenance", "transfer_overhead", "fallback", "phases"})
 _TREE_ARRAYS = ("roots", "feature", "threshold", "left", "right", "value")
-_TREE_FIELDS = frozenset({"model", "init", "learning_rate", "log_target", *_TREE_ARRAYS})
+_TREE_FIELDS = frozenset({"model", "init", "learning_rate", "log_target", "base", *_TREE_ARRAYS})
 
 
 def phase_cost_model(cost: Any, source: str) -> PhaseCostModel:
@@ -228,6 +228,8 @@ def _check_trees(raw: dict[str, Any], where: str) -> None:
             raise ConfigError(f"{where}: missing field {key!r}")
         validate.finite_number(raw[key], f"{where}.{key}")
     validate.boolean(raw.get("log_target", True), f"{where}.log_target")
+    if "base" in raw:  # the linear model the trees correct
+        coefficients_from_dict(validate.table(raw["base"], f"{where}.base"), f"{where}.base")
     arrays = {}
     for key in _TREE_ARRAYS:
         if key not in raw:

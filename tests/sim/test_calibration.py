@@ -406,6 +406,37 @@ def test_trees_are_kept_when_the_cost_is_clearly_not_linear(tmp_path):
     assert np.allclose((got["end"] - got["start"]).to_numpy(), [1e-4, 1e-4, 5e-3, 5e-3], rtol=0.05)
 
 
+def test_trees_correct_the_linear_model_so_a_larger_task_still_costs_more(tmp_path):
+    """Cost linear in edges with a kernel twice as slow from 1e5 edges on (1e3-1e6 edges fitted): the
+    trees are kept; a task of 1e7 edges, beyond anything fitted, follows the law (about 20 ms) where
+    trees alone would stay at the largest fitted task's 2.2 ms."""
+    rng = np.random.default_rng(5)
+    edges = np.exp(rng.uniform(np.log(1e3), np.log(1e6), 300))
+    law = lambda e: (1e-4 + 1e-9 * e) * np.where(e >= 1e5, 2.0, 1.0)  # noqa: E731
+    seconds = law(edges) * np.exp(0.01 * rng.standard_normal(300))
+    trace = pd.DataFrame(
+        {
+            "run_id": "big", "worker": 0, "device": "m0.gpu0", "iteration": np.arange(300), "phase": "forward",
+            "ready": np.arange(300.0), "start": np.arange(300.0), "end": np.arange(300.0) + seconds,
+            "bytes": 0, "items": edges.astype(int), "kind": "compute",
+        }
+    )  # fmt: skip
+    features = pd.DataFrame({"flops": 0.0, "bytes": 0.0, "edges": edges, "vertices": 0.0})
+    profile = load_profile(
+        calibrate([TraceSource("big", trace, features, "synthetic")], cluster(GIVEN)).write(
+            tmp_path / "t.toml"
+        )
+    )
+    assert profile.data["fit"]["compute"]["forward"]["TestGPU"]["model"] == "trees"
+    plan = Plan("p")
+    for k, e in enumerate((1e6, 1e7)):
+        plan.compute(f"c{k}", "m0.gpu0", "forward", features={"edges": e})
+    got = simulate(plan, profile.cluster, cost_model=profile.cost_model).trace.sort_values("task")
+    at_1e6, at_1e7 = (got["end"] - got["start"]).to_numpy()
+    assert at_1e6 == pytest.approx(law(np.array(1e6)), rel=0.1)
+    assert at_1e7 == pytest.approx(law(np.array(1e7)), rel=0.25)
+
+
 def test_phase_cost_model_in_bulk_equals_one_by_one(profile):
     plan = Plan("mixed")
     rng = np.random.default_rng(0)
