@@ -64,7 +64,11 @@ class SharedCores:
         """How much ``trace`` (an uncontended simulated run of ``workers`` workers) stretches."""
         if not self.applies(workers) or not len(trace):
             return 1.0
-        busy, span = demand(trace)
+        return self.stretch_of(*demand(trace))
+
+    def stretch_of(self, busy: float, span: float) -> float:
+        """The stretch of a contended run whose uncontended simulation computes ``busy`` seconds
+        in ``span`` (module docstring)."""
         return max(1.0, busy / (self.efficiency * self.cores * span)) if span > 0 else 1.0
 
     def stretch(self, trace: pd.DataFrame, workers: int) -> tuple[pd.DataFrame, float]:
@@ -120,7 +124,7 @@ def fit_efficiency(runs: Sequence[ContendedRun], cores: int) -> tuple[SharedCore
         raise ConfigError("contention: no measured run with more workers than cores to fit the efficiency on")
     implied = np.array([r.implied_efficiency(cores) for r in runs], dtype=float)
     model = SharedCores(cores, float(np.median(implied)))
-    fitted = np.array([r.span * max(1.0, r.busy / (model.efficiency * cores * r.span)) for r in runs])
+    fitted = np.array([r.span * model.stretch_of(r.busy, r.span) for r in runs])
     measured = np.array([r.measured for r in runs])
     spans = np.array([r.span for r in runs])
     return model, {

@@ -167,8 +167,9 @@ def _fit_group(model: str, phase: str, g: pd.DataFrame, seed: int) -> GroupFit:
         quality["heldout_linear"] = lin_err
         quality["heldout_trees"] = tree_err
         if tree_err < NONLINEAR_MARGIN * lin_err:
-            base = x_all[:, columns] @ fit.coef
-            chosen = TreeEnsemble.from_sklearn(_trees(seed).fit(feats, _log_ratio(y, base)), base=linear)
+            chosen = TreeEnsemble.from_sklearn(
+                _trees(seed).fit(feats, _log_ratio(y, fit.predicted)), base=linear
+            )
         quality["model"] = "trees" if isinstance(chosen, TreeEnsemble) else "linear"
     else:
         quality["model"] = "linear"
@@ -189,9 +190,10 @@ def _cross_validate(x_lin: np.ndarray, feats: np.ndarray, y: np.ndarray, seed: i
     lin, tree = [], []
     for train, test in KFold(FOLDS, shuffle=True, random_state=seed).split(x_lin):
         f = relative_nnls(x_lin[train], y[train])
-        lin.append(np.abs(x_lin[test] @ f.coef - y[test]) / y[test])
-        model = _trees(seed).fit(feats[train], _log_ratio(y[train], x_lin[train] @ f.coef))
-        corrected = np.maximum(x_lin[test] @ f.coef, BASE_FLOOR) * np.exp(model.predict(feats[test]))
+        linear = x_lin[test] @ f.coef
+        lin.append(np.abs(linear - y[test]) / y[test])
+        model = _trees(seed).fit(feats[train], _log_ratio(y[train], f.predicted))
+        corrected = np.maximum(linear, BASE_FLOOR) * np.exp(model.predict(feats[test]))
         tree.append(np.abs(corrected - y[test]) / y[test])
     return float(np.mean(np.concatenate(lin))), float(np.mean(np.concatenate(tree)))
 

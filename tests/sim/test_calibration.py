@@ -382,20 +382,26 @@ def test_a_node_the_hardware_lacks_is_an_error_naming_the_trace(files, tmp_path,
 
 
 # ---- the cost model's parts -------------------------------------------------------------------
+def forward_rows(name: str, edges: np.ndarray, seconds: np.ndarray) -> TraceSource:
+    """One forward kernel per iteration on m0.gpu0, of ``edges`` edges taking ``seconds``."""
+    n = len(edges)
+    trace = pd.DataFrame(
+        {
+            "run_id": name, "worker": 0, "device": "m0.gpu0", "iteration": np.arange(n), "phase": "forward",
+            "ready": np.arange(float(n)), "start": np.arange(float(n)), "end": np.arange(float(n)) + seconds,
+            "bytes": 0, "items": edges.astype(int), "kind": "compute",
+        }
+    )  # fmt: skip
+    features = pd.DataFrame({"flops": 0.0, "bytes": 0.0, "edges": edges, "vertices": 0.0})
+    return TraceSource(name, trace, features, "synthetic")
+
+
 def test_trees_are_kept_when_the_cost_is_clearly_not_linear(tmp_path):
     """A step in cost (a kernel that switches algorithm at 1e5 edges) defeats the linear model."""
     rng = np.random.default_rng(3)
     edges = np.exp(rng.uniform(np.log(1e3), np.log(1e7), 200))
     seconds = np.where(edges < 1e5, 1e-4, 5e-3) * np.exp(0.01 * rng.standard_normal(200))
-    trace = pd.DataFrame(
-        {
-            "run_id": "steps", "worker": 0, "device": "m0.gpu0", "iteration": np.arange(200), "phase": "forward",
-            "ready": np.arange(200.0), "start": np.arange(200.0), "end": np.arange(200.0) + seconds,
-            "bytes": 0, "items": edges.astype(int), "kind": "compute",
-        }
-    )  # fmt: skip
-    features = pd.DataFrame({"flops": 0.0, "bytes": 0.0, "edges": edges, "vertices": 0.0})
-    profile = calibrate([TraceSource("steps", trace, features, "synthetic")], cluster(GIVEN))
+    profile = calibrate([forward_rows("steps", edges, seconds)], cluster(GIVEN))
     q = profile.data["fit"]["compute"]["forward"]["TestGPU"]
     assert q["model"] == "trees" and q["heldout_trees"] < 0.9 * q["heldout_linear"]
     read = load_profile(profile.write(tmp_path / "trees.toml"))
@@ -414,18 +420,8 @@ def test_trees_correct_the_linear_model_so_a_larger_task_still_costs_more(tmp_pa
     edges = np.exp(rng.uniform(np.log(1e3), np.log(1e6), 300))
     law = lambda e: (1e-4 + 1e-9 * e) * np.where(e >= 1e5, 2.0, 1.0)  # noqa: E731
     seconds = law(edges) * np.exp(0.01 * rng.standard_normal(300))
-    trace = pd.DataFrame(
-        {
-            "run_id": "big", "worker": 0, "device": "m0.gpu0", "iteration": np.arange(300), "phase": "forward",
-            "ready": np.arange(300.0), "start": np.arange(300.0), "end": np.arange(300.0) + seconds,
-            "bytes": 0, "items": edges.astype(int), "kind": "compute",
-        }
-    )  # fmt: skip
-    features = pd.DataFrame({"flops": 0.0, "bytes": 0.0, "edges": edges, "vertices": 0.0})
     profile = load_profile(
-        calibrate([TraceSource("big", trace, features, "synthetic")], cluster(GIVEN)).write(
-            tmp_path / "t.toml"
-        )
+        calibrate([forward_rows("big", edges, seconds)], cluster(GIVEN)).write(tmp_path / "t.toml")
     )
     assert profile.data["fit"]["compute"]["forward"]["TestGPU"]["model"] == "trees"
     plan = Plan("p")
