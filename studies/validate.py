@@ -139,9 +139,10 @@ class Case:
     def name(self) -> str:
         return f"{self.scheme}-{self.variant}" if self.variant else self.scheme
 
-    def config(self, workers: int, hardware: Path, graph: str = GRAPH, arena_scale: float = 1.0) -> str:
-        """The configuration's TOML on ``workers`` workers; ``arena_scale``: a memory policy's arena
-        times :func:`arena_kib` (a graph larger or wider than :data:`GRAPH` needs a larger one)."""
+    def config(self, workers: int, hardware: Path, graph: str = GRAPH, memory_scale: float = 1.0) -> str:
+        """The configuration's TOML on ``workers`` workers; ``memory_scale``: how much larger the
+        device memory budgets (a memory policy's arena, NeuGraph's chunk budget) are than those sized
+        for :data:`GRAPH` (:func:`graph_memory_scale`), so a larger graph keeps their shape."""
         execution = self.one_worker if workers == 1 and self.one_worker is not None else self.execution
         return CONFIG.format(
             name=f"validate-{self.name}-w{workers}",
@@ -151,11 +152,11 @@ class Case:
             workers=workers,
             training=MINIBATCH_TRAINING if self.sampler else FULL_GRAPH_TRAINING,
             partition=self.partition,
-            partition_params=self.partition_params,
+            partition_params=self.partition_params.format(chunk_kib=int(CHUNK_KIB * memory_scale)),
             tables=(CACHE_TABLES if self.cache and self.sampler else "")
             + (SAMPLING_TABLE.format(sampler=self.sampler) if self.sampler else ""),
             scheme=self.scheme,
-            execution=execution.format(arena_kib=int(arena_kib(workers) * arena_scale)),
+            execution=execution.format(arena_kib=int(arena_kib(workers) * memory_scale)),
         )
 
 
@@ -189,11 +190,31 @@ CASES: tuple[Case, ...] = (
         model="gcn",
         sampler="",
         partition="chunk2d",
-        partition_params='gpu_memory_bytes = "6MiB"\n',
+        partition_params='gpu_memory_bytes = "{chunk_kib}KiB"\n',
         execution='order = "column-row"\nselective = true\npipeline = true\nsub_chunks = 2\nchain = true\n',
         one_machine=True,
     ),
 )
+
+
+# NeuGraph's device budget for chunks on GRAPH: a few chunks per side, so streaming, selective
+# loading and the pipeline all have work.
+CHUNK_KIB = 6144
+
+
+def graph_memory_scale(graph: str) -> float:
+    """How many times larger ``graph``'s features and edges are than :data:`GRAPH`'s (at least 1):
+    the device budgets sized for :data:`GRAPH` grow by this much, so on a larger graph a memory
+    policy still moves about as many tensors and NeuGraph streams about as many chunks, rather
+    than a 6 MiB budget cutting a 100,000-vertex graph into tens of thousands of chunk pairs."""
+    from workbench.config import GraphConfig
+    from workbench.run import load_graph
+
+    def graph_bytes(name: str) -> float:
+        g = load_graph(GraphConfig(name=name))
+        return 4.0 * g.num_nodes * max(g.feat_dim, 1) + 8.0 * g.num_edges
+
+    return 1.0 if graph == GRAPH else max(1.0, graph_bytes(graph) / graph_bytes(GRAPH))
 
 
 def arena_kib(workers: int) -> int:
@@ -304,6 +325,7 @@ class ValidateOptions:
     graph: str = GRAPH
     time_limit_s: float = TIME_LIMIT_S
     reports: Path = field(default=Path("reports"))
+    memory_scale: float = 1.0
 
     def resolved(self) -> ValidateOptions:
         """Checked, with its defaults filled in: every refusal comes here, before any work."""
@@ -323,7 +345,17 @@ class ValidateOptions:
         check_device(self.device, max(workers))
         out = Path(self.out) if self.out is not None else self.reports / "traces" / device_slug(self.device)
         check.writable_folder(out, "validation output folder")
-        return replace(self, out=out, workers=tuple(workers))
+        return replace(self, out=out, workers=tuple(workers), memory_scale=graph_memory_scale(self.graph))
+
+
+def _budget_note(scale: float) -> str:
+    """What the page says of device budgets grown for a graph larger than :data:`GRAPH`."""
+    if scale <= 1.0:
+        return ""
+    return (
+        f" (its feature and edge bytes {scale:.3g}x the default graph's, so the memory policies' arenas "
+        "and NeuGraph's chunk budget are that much larger)"
+    )
 
 
 def _print(line: str) -> None:
@@ -463,7 +495,9 @@ def _run_one(point: RunPoint, opts: ValidateOptions) -> tuple[Any, Any]:
 
     assert opts.out is not None
     config = opts.out / "configs" / f"{point.name}.toml"
-    config.write_text(point.case.config(point.workers, opts.out / point.hardware, opts.graph))
+    config.write_text(
+        point.case.config(point.workers, opts.out / point.hardware, opts.graph, opts.memory_scale)
+    )
     folder = opts.out / "runs" / point.name
     try:
         prep, plan = prepare(config, opts.device)
@@ -714,6 +748,7 @@ def build_summary(
             "workers": list(opts.workers),
             "epochs": opts.epochs,
             "graph": opts.graph,
+            "memory_scale": round(opts.memory_scale, 2),
             "written": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "seconds": round(seconds, 1),
             "passed": not failures,
@@ -784,7 +819,9 @@ def write_page(summary: dict[str, Any], out: Path) -> Path:
     page = ReportPage(
         f"gnnwb validate --device {summary['device']}: {summary['slug']} — {verdict}",
         f"Every scheme that runs for real, on {' and '.join(map(str, summary['workers']))} worker(s) "
-        f"({summary['backend']} between workers), {summary['epochs']} epochs each on {summary['graph']}; "
+        f"({summary['backend']} between workers), {summary['epochs']} epochs each on {summary['graph']}"
+        + _budget_note(summary.get("memory_scale", 1.0))
+        + "; "
         f"calibrated on half of the runs, the other half simulated on the profile. Took {summary['seconds']:.0f} s. "
         + summary["cuda_branch"]["statement"],
     )

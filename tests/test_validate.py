@@ -96,6 +96,28 @@ def test_the_cases_configurations_load_on_one_and_two_workers(tmp_path):
     assert "merge = false" in hop.config(1, hardware) and "merge = true" in hop.config(2, hardware)
 
 
+def test_the_device_budgets_grow_with_the_graph_as_its_bytes_do(tmp_path):
+    # GRAPH (6,000 vertices x 64 floats, about 60,000 edges) doubled in vertices keeps its degree, so
+    # its feature and edge bytes double: the scale is 2 within the generator's edge-count noise.
+    # A smaller graph keeps GRAPH's budgets: they already fit it.
+    from studies.fidelity_experiment import hardware_toml
+    from workbench.config import load_config
+
+    assert v.graph_memory_scale(v.GRAPH) == 1.0
+    assert v.graph_memory_scale(SMALL_GRAPH) == 1.0
+    doubled = v.graph_memory_scale("sbm:n=12000,blocks=8,deg=10,feat=64")
+    assert 1.9 < doubled < 2.1, doubled
+    hardware = tmp_path / "hardware.toml"
+    hardware.write_text(hardware_toml(1))
+    neugraph = next(c for c in v.CASES if c.scheme == "neugraph-stream")
+    assert f'gpu_memory_bytes = "{v.CHUNK_KIB}KiB"' in neugraph.config(1, hardware)
+    path = tmp_path / "neugraph.toml"
+    path.write_text(neugraph.config(1, hardware, memory_scale=2.0))
+    assert load_config(path).strategy("partition").params["gpu_memory_bytes"] == f"{2 * v.CHUNK_KIB}KiB"
+    lru = next(c for c in v.cases(["roc-fullgraph"]) if c.variant == "lru")
+    assert f'gpu_memory = "{2 * v.arena_kib(2)}KiB"' in lru.config(2, hardware, memory_scale=2.0)
+
+
 # ---- refusals, before any work --------------------------------------------------------------------
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
 def test_device_cuda_without_a_gpu_is_refused_at_once_in_one_line(tmp_path, capsys):

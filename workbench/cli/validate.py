@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--graph",
         metavar="SPEC",
         help="the graph every case runs on (default: the small SBM of studies/validate.py GRAPH; "
-        "roc-fullgraph's memory-policy arenas are sized for that one)",
+        "roc-fullgraph's memory-policy arenas and NeuGraph's chunk budget, sized for that one, grow "
+        "with a larger graph's feature and edge bytes)",
     )
     p.add_argument(
         "--time-limit",
