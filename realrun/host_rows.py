@@ -14,6 +14,7 @@ CUDA give an allocator that stands in for pinned memory.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +30,33 @@ def _pinned_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 def pinned(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``t`` in host memory as a copy to ``device`` reads it: pinned when ``device`` is a GPU."""
     return t.pin_memory() if device.type == "cuda" and not t.is_pinned() else t
+
+
+def register_host(ptr: int, nbytes: int) -> bool:
+    """Page-lock ``nbytes`` of host memory at ``ptr`` with the CUDA driver (portable: every
+    context sees it pinned); False where the driver refuses."""
+    return int(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 1)) == 0
+
+
+def pin_in_place(
+    t: torch.Tensor, device: torch.device, *, register: Callable[[int, int], bool] = register_host
+) -> bool:
+    """Page-lock the host memory ``t`` already occupies when ``device`` is a GPU, for memory
+    :func:`pinned` cannot copy (a mapping other worker processes share, such as NeuGraph's
+    server memory): copies between it and the GPU are then DMA transfers, as the rule above wants.
+    It stays locked for the process's life (workers exit without tearing down). Returns whether
+    ``t`` is pinned now; where the driver refuses, a warning says the copies stay pageable."""
+    if device.type != "cuda" or t.numel() == 0:
+        return False
+    if register(t.data_ptr(), t.numel() * t.element_size()):
+        return True
+    warnings.warn(
+        f"could not page-lock {t.numel() * t.element_size()} bytes of shared host memory: copies between "
+        "it and the GPU stay pageable (slower than the other schemes' pinned copies)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return False
 
 
 def host_features(rows: np.ndarray, device: torch.device) -> torch.Tensor:

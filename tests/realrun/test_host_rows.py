@@ -3,9 +3,10 @@ allocator stands in for pinned memory and records what it made."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from realrun.host_rows import HostRows, pinned
+from realrun.host_rows import HostRows, pin_in_place, pinned
 
 
 class StandInPinned:
@@ -62,3 +63,25 @@ def test_staging_keeps_row_shape_and_dtype() -> None:
 def test_pinned_leaves_host_tensors_alone_off_cuda() -> None:
     t = torch.randn(3, 2)
     assert pinned(t, torch.device("cpu")) is t
+
+
+def test_pin_in_place_registers_the_tensors_own_bytes_on_cuda_only() -> None:
+    # A 10 x 4 float32 view at row 2 of a larger tensor: 160 bytes starting 2 rows (32 bytes) in.
+    calls: list[tuple[int, int]] = []
+
+    def accept(ptr: int, nbytes: int) -> bool:
+        calls.append((ptr, nbytes))
+        return True
+
+    whole = torch.zeros(12, 4)
+    view = whole[2:]
+    assert pin_in_place(view, torch.device("cuda"), register=accept)
+    assert calls == [(whole.data_ptr() + 32, 160)]
+    assert not pin_in_place(view, torch.device("cpu"), register=accept)
+    assert not pin_in_place(torch.zeros(0), torch.device("cuda"), register=accept)
+    assert len(calls) == 1
+
+
+def test_pin_in_place_warns_when_the_driver_refuses() -> None:
+    with pytest.warns(RuntimeWarning, match="stay pageable"):
+        assert not pin_in_place(torch.zeros(3), torch.device("cuda"), register=lambda ptr, n: False)
