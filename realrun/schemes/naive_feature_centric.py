@@ -267,6 +267,9 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
         self.comm_group = ctx.host_group if ctx.host_group is not None else ctx.group
         self.schedules: dict[int, NaiveSchedule] = {}  # every epoch trains the same minibatches
         self.labels = torch.zeros(0, dtype=torch.int64)  # this worker's model's roots' labels
+        # Each vertex's position among a stop's vertices (-1: not read at this stop), set and
+        # cleared by aggregate(): finding a stop's layer-0 edges is then one lookup per edge.
+        self.stop_slot = np.full(ctx.inputs.graph.num_nodes, -1, dtype=np.int64)
 
     def schedule(self, it: int) -> NaiveSchedule:
         if it not in self.schedules:
@@ -375,15 +378,20 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
         start = ctx.now()
         block = model.topology.blocks[0]
         sources = model.topology.input_ids[block.edge_src.cpu().numpy()]  # each edge's source vertex
-        at = np.minimum(np.searchsorted(stop.vertices, sources), max(stop.vertices.shape[0] - 1, 0))
-        local = np.flatnonzero(stop.vertices[at] == sources) if stop.vertices.size else np.zeros(0, np.int64)
+        # A lookup per edge, not a binary search of the stop's vertices per edge: on a 150,000-edge
+        # minibatch at a 20,000-vertex stop 0.9 ms instead of 13 ms, inside this timed row, which
+        # the plan prices as the edges' sums alone.
+        self.stop_slot[stop.vertices] = np.arange(stop.vertices.shape[0], dtype=np.int64)
+        position = self.stop_slot[sources]
+        self.stop_slot[stop.vertices] = -1
+        local = np.flatnonzero(position >= 0)
         if local.shape[0] != stop.edges:  # the schedule's count of the edges read here
             raise RuntimeError(
                 f"{prefix}: {local.shape[0]} layer-0 edges read here, the schedule says {stop.edges}"
             )
         edges = torch.from_numpy(local).to(ctx.device)
         src = block.edge_src[edges]
-        rows = x[torch.from_numpy(at[local]).to(ctx.device)] * degree_norm(block.out_degrees)[src]
+        rows = x[torch.from_numpy(position[local]).to(ctx.device)] * degree_norm(block.out_degrees)[src]
         model.partials.index_add_(0, block.edge_dst[edges], rows)
         ctx.row(aggregate_task(prefix), "forward", start, ctx.now())
 
