@@ -10,8 +10,8 @@ buffer and the DMA copy to the GPU, while the simulator prices an ``h2d`` task b
 alone. On the first H200 runs the row ran at 2.7-4 GB/s where the microbenchmark's pinned copy
 ran at 55 GB/s. This prints, per shape (rows x width of float32 drawn at random from a
 200,000-row table), the median time of each part and of the whole, and the bandwidth each
-implies, so the gap can be put where it belongs. On CPU the copy is a no-op and only the
-gather is timed.
+implies, so the gap can be put where it belongs ("sorted index_select" includes the sort of the
+index). On CPU the copy is a no-op and only the gather is timed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -28,27 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import Machine  # noqa: E402
 from realrun.host_rows import HostRows  # noqa: E402
+from realrun.microbench import SyncedClock, timed_repeats  # noqa: E402
 
 SHAPES = ((5_000, 64), (50_000, 64), (50_000, 512))
 TABLE_ROWS = 200_000
 
 
-def _median_s(fn, device: torch.device, repeats: int) -> float:
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    for _ in range(3):
-        fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        sync()
-        began = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
+def _median_s(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    spans = timed_repeats(SyncedClock(device), fn, 3, repeats)
+    return statistics.median(end - start for start, end in spans)
 
 
 def measure(device: torch.device, rows: int, width: int, repeats: int) -> dict[str, float]:

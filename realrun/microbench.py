@@ -287,7 +287,7 @@ class _Recorder:
         return pd.concat([df, extra.astype({"size": np.int64})], axis=1)
 
 
-class _Clock:
+class SyncedClock:
     """Wall-clock time with the queues of the GPUs involved drained first (a GPU runs
     asynchronously; a peer copy involves two)."""
 
@@ -300,7 +300,11 @@ class _Clock:
         return time.perf_counter()
 
 
-def _timed(clock: _Clock, op: Callable[[], Any], warmup: int, repeats: int) -> list[tuple[float, float]]:
+def timed_repeats(
+    clock: SyncedClock, op: Callable[[], Any], warmup: int, repeats: int
+) -> list[tuple[float, float]]:
+    """``op`` run ``warmup`` times untimed, then ``repeats`` times, each timed from and to a drained
+    ``clock``: the (start, end) of each timed run."""
     for _ in range(warmup):
         op()
     clock.now()
@@ -344,8 +348,8 @@ def _copy_benchmarks(
             for size in cfg.copy_bytes:
                 a, b = _copy_buffers(bench, variant, size, dev)
                 non_blocking = variant == "pinned"
-                clock = _Clock(a.device, b.device)
-                spans = _timed(clock, lambda a=a, b=b, nb=non_blocking: b.copy_(a, non_blocking=nb),
+                clock = SyncedClock(a.device, b.device)
+                spans = timed_repeats(clock, lambda a=a, b=b, nb=non_blocking: b.copy_(a, non_blocking=nb),
                                cfg.warmup, cfg.repeats)  # fmt: skip
                 row_device = dst if dst.split(".")[-1].startswith("gpu") else src
                 for rep, (start, end) in enumerate(spans):
@@ -396,13 +400,13 @@ def _compute_node(cfg: MicrobenchConfig) -> tuple[torch.device, str, str]:
 
 def _gather_benchmark(cfg: MicrobenchConfig, rec: _Recorder, say: Callable[[str], None]) -> None:
     dev, node, engine = _compute_node(cfg)
-    clock = _Clock(dev)
+    clock = SyncedClock(dev)
     g = torch.Generator().manual_seed(cfg.seed)
     table = torch.randn(cfg.gather_table_rows, cfg.feature_dim, generator=g).to(dev)
     for rows in cfg.gather_rows:
         index = torch.randint(0, cfg.gather_table_rows, (rows,), generator=g).to(dev)
         out = torch.empty(rows, cfg.feature_dim, device=dev)
-        spans = _timed(
+        spans = timed_repeats(
             clock, lambda i=index, o=out: torch.index_select(table, 0, i, out=o), cfg.warmup, cfg.repeats
         )
         nbytes = rows * cfg.feature_dim * DTYPE_BYTES
@@ -430,7 +434,7 @@ def _spmm_benchmark(cfg: MicrobenchConfig, rec: _Recorder, say: Callable[[str], 
     from workbench.strategies.sampling.neighbor import NeighborSampler
 
     dev, node, engine = _compute_node(cfg)
-    clock = _Clock(dev)
+    clock = SyncedClock(dev)
     graph = rmat(cfg.spmm_graph[0], cfg.spmm_graph[1], seed=cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     sampler = NeighborSampler([cfg.spmm_fanout])
@@ -443,7 +447,9 @@ def _spmm_benchmark(cfg: MicrobenchConfig, rec: _Recorder, say: Callable[[str], 
         feat = torch.randn(b.num_src, d, generator=g).to(dev)
         block.adjacency  # noqa: B018 - built once per block, as training builds it once per minibatch
         with torch.no_grad():
-            spans = _timed(clock, lambda blk=block, x=feat: aggregate_sum(blk, x), cfg.warmup, cfg.repeats)
+            spans = timed_repeats(
+                clock, lambda blk=block, x=feat: aggregate_sum(blk, x), cfg.warmup, cfg.repeats
+            )
         features = {
             "vertices": float(b.num_dst),
             "src_vertices": float(b.num_src),
@@ -504,7 +510,7 @@ def _comm_worker(rank: int, spec: dict[str, Any], out_path: str) -> None:
             timeout=timedelta(seconds=spec["timeout"]),
             **({"device_id": dev} if dev.type == "cuda" else {}),
         )
-        clock = _Clock(dev)
+        clock = SyncedClock(dev)
 
         def barrier() -> None:
             if backend == "nccl":
