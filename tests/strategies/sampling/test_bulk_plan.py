@@ -190,3 +190,23 @@ def test_bad_arguments(graph: CSRGraph) -> None:
         bulk_sampling_plan(graph, b, cluster, sampler=sampler, rng=rng, devices=["m9.gpu0"])
     with pytest.raises(ConfigError, match="bulk-matrix sampler"):
         bulk_sampling_plan(graph, b, cluster, sampler=SAMPLERS.create("neighbor", fanouts=[2]), rng=rng)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("num_nodes,rows", [(111_000_000, 64), (1000, 7), (5, 5), (3, 8), (17, 16)])
+def test_grid_blocks_by_arithmetic_match_a_search_of_the_bounds(num_nodes: int, rows: int) -> None:
+    """block_of's formula and positions_by_block's one sort against a binary search of the
+    boundaries and one mask per block, brute force: random vertices and every block's first and
+    last vertex (empty blocks included when there are more blocks than vertices)."""
+    from workbench.strategies.sampling.bulk_matrix_schedule import ProcessGrid
+
+    grid = ProcessGrid.of("replicated", 1, [f"d{i}" for i in range(rows)], num_nodes)
+    rng = np.random.default_rng(0)
+    edges = np.concatenate([grid.bounds[:-1], grid.bounds[1:] - 1])
+    vertices = np.concatenate([rng.integers(0, num_nodes, 2000), edges[(edges >= 0) & (edges < num_nodes)]])
+    for ids in (vertices, vertices.astype(np.int32), vertices[:0]):
+        searched = np.searchsorted(grid.bounds, ids, side="right") - 1
+        assert np.array_equal(grid.block_of(ids), searched)
+        by_block = grid.positions_by_block(ids)
+        assert list(by_block) == sorted(set(searched.tolist()))
+        for t, at in by_block.items():
+            assert np.array_equal(at, np.flatnonzero(searched == t))

@@ -303,19 +303,17 @@ class BulkPipelineScheme(ExecutionScheme):
         i, j = grid.process(w)
         prefix = f"i{it}.w{w}"
         vertices = inputs.epoch[it][w].input_nodes
-        block = grid.block_of(vertices)
-        local = np.flatnonzero(block == i)
+        by_block = grid.positions_by_block(vertices)
+        local = by_block.pop(i, np.empty(0, dtype=np.int64))
         machine = inputs.worker_machine
         remote = []
-        for t in np.unique(block).tolist():
-            if t == i:
-                continue
+        for t, at in by_block.items():
             owner = grid.worker(t, j)
             phase = "d2d" if machine[owner] == machine[w] else "gather_remote"
             remote.append(
                 RowsFrom(
                     owner,
-                    np.flatnonzero(block == t),
+                    at,
                     f"{prefix}.ids-to-w{owner}",
                     f"{prefix}.rows-from-w{owner}",
                     phase,

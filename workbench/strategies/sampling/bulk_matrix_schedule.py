@@ -114,14 +114,26 @@ class ProcessGrid:
         return [i]
 
     def block_of(self, vertices: np.ndarray) -> np.ndarray:
-        """The block row of each vertex."""
-        return np.searchsorted(self.bounds, vertices, side="right") - 1
+        """The block row of each vertex: the last ``t`` with ``floor(t n / P) <= v`` (see
+        :func:`vertex_blocks`), which is ``floor((P (v + 1) - 1) / n)``: arithmetic instead of a
+        binary search per vertex (1M unsorted input vertices: 33 ms -> a few)."""
+        n = int(self.bounds[-1])
+        return (self.rows * (np.asarray(vertices, dtype=np.int64) + 1) - 1) // max(n, 1)
+
+    def positions_by_block(self, vertices: np.ndarray) -> dict[int, np.ndarray]:
+        """Per block row holding some of ``vertices`` (in increasing order), their positions in
+        ``vertices``, ascending: ``np.flatnonzero(block_of(vertices) == t)`` for each such ``t``,
+        from one stable sort instead of one pass per block (64 blocks on 128 GPUs with c = 2)."""
+        block = self.block_of(vertices).astype(np.int16 if self.rows < 2**15 else np.int32)
+        order = np.argsort(block, kind="stable")  # a radix sort for 16-bit keys
+        counts = np.bincount(block, minlength=self.rows)
+        ends = np.cumsum(counts)
+        return {t: order[ends[t] - counts[t] : ends[t]] for t in np.flatnonzero(counts).tolist()}
 
     def rows_needed(self, dsts: Sequence[np.ndarray]) -> dict[int, np.ndarray]:
         """Per column block ``t``, the distinct column ids of ``Q_i`` in it: the rows of ``A_t`` needed."""
         columns = np.unique(np.concatenate(dsts)) if len(dsts) else np.empty(0, dtype=np.int64)
-        block_of_col = self.block_of(columns)
-        return {int(t): columns[block_of_col == t] for t in np.unique(block_of_col)}
+        return {t: columns[at] for t, at in self.positions_by_block(columns).items()}
 
 
 # ---- the records --------------------------------------------------------------------------------------
