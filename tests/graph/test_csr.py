@@ -106,3 +106,18 @@ def test_many_duplicates_collapse_to_one_edge() -> None:
     # 256 copies would sum to 0 in an 8-bit counter; the edge must survive.
     g = CSRGraph.from_edges(np.zeros(256, dtype=np.int64), np.ones(256, dtype=np.int64), 3)
     assert g.indptr.tolist() == [0, 0, 1, 1] and g.indices.tolist() == [0]
+
+
+def test_row_lengths_read_from_indptr_equal_the_diff() -> None:
+    from workbench.graph.csr import RowLengths
+
+    indptr = np.array([0, 3, 3, 7, 8, 12], dtype=np.int64)
+    lengths = RowLengths(indptr)
+    full = np.diff(indptr)  # [3, 0, 4, 1, 4]
+    assert len(lengths) == 5 and lengths.sum() == 12
+    ids = np.array([4, 0, 1, 4, 2], dtype=np.int32)
+    assert lengths[ids].tolist() == [4, 3, 0, 4, 4]
+    for lo, hi in [(0, 5), (1, 3), (2, 2), (3, 99), (4, 1)]:
+        assert lengths[lo:hi].tolist() == full[lo:hi].tolist()
+    with pytest.raises(ValueError, match="step 1"):
+        lengths[::2]

@@ -96,7 +96,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from workbench.errors import ConfigError
-from workbench.graph.csr import CSRGraph
+from workbench.graph.csr import CSRGraph, RowLengths
 from workbench.hardware.spec import ClusterSpec
 from workbench.plan import Plan
 from workbench.strategies.sampling.base import Minibatch, check_seeds
@@ -406,9 +406,9 @@ class _PlanBuilder:
         self._right: sp.csr_matrix | None = None
         if self.ladies:
             self._right = normalized_adjacency(graph)
-            self.row_nnz = np.diff(self._right.indptr)
+            self.row_nnz = RowLengths(self._right.indptr)
         else:
-            self.row_nnz = graph.in_degrees()
+            self.row_nnz = RowLengths(graph.indptr)
         self.batch_row = batch_rows(len(minibatches), self.rows)
         self.bounds = self.grid.bounds
 

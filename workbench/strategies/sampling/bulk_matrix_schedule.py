@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.graph.csr import CSRGraph
+from workbench.graph.csr import CSRGraph, RowLengths
 from workbench.strategies.sampling.base import Minibatch
 
 
@@ -194,7 +194,7 @@ class Sizes:
 
 
 def row_fetch(
-    grid: ProcessGrid, row_nnz: np.ndarray, sizes: Sizes, prefix: str, what: str, i: int, j: int, t: int,
+    grid: ProcessGrid, row_nnz: RowLengths, sizes: Sizes, prefix: str, what: str, i: int, j: int, t: int,
     need: np.ndarray,
 ) -> RowFetch:  # fmt: skip
     """The fetch of rows ``need`` of ``A_t`` by process ``(i, j)``."""
@@ -207,7 +207,7 @@ def row_fetch(
 
 
 def product_fetches(
-    grid: ProcessGrid, row_nnz: np.ndarray, sizes: Sizes, prefix: str, what: str, i: int,
+    grid: ProcessGrid, row_nnz: RowLengths, sizes: Sizes, prefix: str, what: str, i: int,
     dsts: Sequence[np.ndarray],
 ) -> dict[int, list[RowFetch]]:  # fmt: skip
     """Per process ``j`` of row ``i``, its fetches for ``Q_i @ A``, block by block (none replicated)."""
@@ -223,7 +223,7 @@ def product_fetches(
 
 
 def stepped_stages(
-    grid: ProcessGrid, row_nnz: np.ndarray, sizes: Sizes, step: int, what: str,
+    grid: ProcessGrid, row_nnz: RowLengths, sizes: Sizes, step: int, what: str,
     dsts_of: dict[int, list[np.ndarray]],
 ) -> list[list[list[RowFetch]]]:  # fmt: skip
     """The paper's ``P/c^2`` dependent steps (section 5.2.1's outer loop): per process column ``j``,
@@ -379,7 +379,7 @@ def graphsage_schedule(
     pairwise = grid.partitioned and row_allreduce == "pairwise"
     mbs = list(minibatches)
     row_of = batch_rows(len(mbs), grid.rows)
-    row_nnz = graph.in_degrees()
+    row_nnz = RowLengths(graph.indptr)
     mine_of = {i: [b for b in range(len(mbs)) if row_of[b] == i] for i in range(grid.rows)}
     mine_of = {i: mine for i, mine in mine_of.items() if mine}
     layers = []
@@ -397,7 +397,7 @@ def graphsage_schedule(
 
 
 def _row_product(
-    grid: ProcessGrid, row_nnz: np.ndarray, sizes: Sizes, step: int, i: int, mine: list[int],
+    grid: ProcessGrid, row_nnz: RowLengths, sizes: Sizes, step: int, i: int, mine: list[int],
     dsts: list[np.ndarray], stages: list[list[list[RowFetch]]], pairwise: bool,
 ) -> RowProduct:  # fmt: skip
     prefix = layer_prefix(step, i)
