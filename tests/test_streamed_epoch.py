@@ -153,3 +153,24 @@ def test_a_bulk_sampler_whose_epoch_fits_is_kept_whole_in_one_pass(monkeypatch):
     assert isinstance(whole, list) and len(calls) == 3  # one chunk per worker, sampled once
     for got, want in zip(whole, expected, strict=True):
         assert all(same_minibatch(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_the_first_pass_stops_drawing_whole_chunks_at_the_first_worker_projected_over(monkeypatch):
+    # Budget: half the epoch. Worker 0's whole chunk (a third of it) fits, but scaled to the three
+    # workers it does not: workers 1 and 2 draw iteration 0 alone, where waiting for the sum to pass
+    # the budget drew worker 1's whole chunk too, only to draw it again window by window.
+    graph, _, batches = setup()
+    samplers = [SAMPLERS.create("bulk-matrix", fanouts=[4, 3], bulk=2)] * 3
+    expected = whole_epoch_in_chunks(graph, samplers, batches, 7, epoch.SAMPLE_CHUNK)
+    total = sum(epoch._minibatch_bytes(mb) for row in expected for mb in row)
+    monkeypatch.setattr(
+        "workbench.graph.specs.available_memory", lambda: int(0.5 * total / epoch.EPOCH_MEMORY_SHARE)
+    )
+    kept = []
+    original = samplers[0].sample_window
+    monkeypatch.setattr(samplers[0], "sample_window", lambda *a: kept.append(len(a[3])) or original(*a))
+    streamed = epoch.StreamedEpoch(graph, samplers, batches, 7)
+    assert streamed.too_large()
+    assert kept == [len(expected), 1, 1]
+    for i in range(len(expected)):
+        assert all(same_minibatch(a, b) for a, b in zip(streamed[i], expected[i], strict=True)), i

@@ -235,8 +235,11 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
                     if budget is not None:
                         kept_bytes += _minibatch_bytes(mb)
                 start += SAMPLE_CHUNK
-            if budget is not None and kept_bytes > budget and end > i + 1:
-                end = i + 1  # over budget: from here on only iteration i is kept
+            # Over budget, judged by what the workers so far keep scaled to all of them: the whole
+            # chunks drawn before the check fires are drawn again later, so it fires at the first
+            # worker whose projection is over (papers-like on 128 GPUs: after worker 0, not worker 45).
+            if budget is not None and kept_bytes * self.width > budget * (w + 1) and end > i + 1:
+                end = i + 1  # from here on only iteration i is kept
                 rows = {i: [_owning(mb) for mb in rows[i]]}
             self._bar(end - i)
         self._kept.update(rows)
@@ -247,8 +250,8 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
         memory: judged by its first iteration's arrays, or, for a bulk sampler, by what the first
         pass over the chunks draws (kept whole when it fits, as views of the chunks' buffers,
         which the pass before left in the output pool; else the sampler keeps as many iterations
-        per window as fit that share, at least one, and the first pass, once over that share,
-        samples only iteration 0 of the remaining workers)."""
+        per window as fit that share, at least one, and the first pass, once what it keeps scaled to
+        every worker is over that share, samples only iteration 0 of the remaining workers)."""
         from workbench.graph.specs import available_memory
 
         if not len(self):
