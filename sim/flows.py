@@ -127,6 +127,11 @@ class FlowNetwork:
         self._last_alone = False  # it found its links empty
         self._started = 0  # flows started since the last rebalance
         self._scratch = np.full(n_links, -1, dtype=np.int64)  # per link, cleared after each use
+        # Per link, the flows on it in start order (CSR), as of the last flow started: valid until a
+        # flow starts or the slots are compacted. Flows that ended since are still listed (their
+        # state is FREE) and the component search skips them, so a rebalance after completions
+        # only (most of them: an all-to-all's flows end one by one) reuses it.
+        self._on_links: tuple[np.ndarray, np.ndarray] | None = None
 
     def _grow_slots(self) -> None:
         n, used = 2 * self._state.shape[0], self._used
@@ -160,6 +165,7 @@ class FlowNetwork:
         slot = self._used
         self._used += 1
         flow = self._last = Flow(self, slot, on_done)
+        self._on_links = None
         self._flows.append(flow)
         self._state[slot] = STARTED
         self._path_of[slot] = pid
@@ -203,6 +209,7 @@ class FlowNetwork:
         self._due = [int(x) for x in np.searchsorted(keep, self._due)] if self._due else []
         self._used = n
         self._ended = 0
+        self._on_links = None
 
     def _wake(self, version: int) -> None:
         """End every flow due now, in the order their completion times were set."""
@@ -285,11 +292,16 @@ class FlowNetwork:
                     self._due.append(slot)
                 return
         if dirty:
+            if self._on_links is None:
+                self._on_links = _flows_on_links(
+                    self._used, self._state, self._path_of, self._distinct.data, self._distinct_ptr.data,
+                    self.capacity.shape[0],
+                )  # fmt: skip
+            on_ptr, on_flows = self._on_links
             self._seq = _rebalance_component(
-                np.fromiter(dirty, dtype=np.int64, count=len(dirty)), self._used,
+                np.fromiter(dirty, dtype=np.int64, count=len(dirty)), self._used, on_ptr, on_flows,
                 self._state, self._path_of, self._values, self._order, self._seq,
-                self._listed.data, self._listed_ptr.data, self._distinct.data, self._distinct_ptr.data,
-                self.capacity, self._scratch, now,
+                self._listed.data, self._listed_ptr.data, self.capacity, self._scratch, now,
             )  # fmt: skip
         self._arm()
 
@@ -339,18 +351,17 @@ def _set_rate(
 
 @numba.njit(cache=True, error_model="numpy")
 def _rebalance_component(
-    dirty: np.ndarray, used: int, state: np.ndarray, path_of: np.ndarray, values: np.ndarray,
-    order: np.ndarray, seq: int,
-    listed: np.ndarray, listed_ptr: np.ndarray, distinct: np.ndarray, distinct_ptr: np.ndarray,
-    capacity: np.ndarray, scratch: np.ndarray, now: float,
+    dirty: np.ndarray, used: int, on_ptr: np.ndarray, on_flows: np.ndarray, state: np.ndarray,
+    path_of: np.ndarray, values: np.ndarray, order: np.ndarray, seq: int,
+    listed: np.ndarray, listed_ptr: np.ndarray, capacity: np.ndarray, scratch: np.ndarray, now: float,
 ) -> int:  # fmt: skip
     """Recompute the max-min rates of every flow connected to a ``dirty`` link.
 
-    Returns the next completion-order number. ``scratch`` (one entry per link, all -1)
-    is left as it was found.
+    ``on_ptr, on_flows``: per link, the flows on it in start order (:func:`_flows_on_links`,
+    possibly from before some of them ended). Returns the next completion-order number.
+    ``scratch`` (one entry per link, all -1) is left as it was found.
     """
-    on_ptr, on_flows = _flows_on_links(used, state, path_of, distinct, distinct_ptr, capacity.shape[0])
-    comp = _component(dirty, used, path_of, listed, listed_ptr, on_ptr, on_flows, capacity.shape[0])
+    comp = _component(dirty, used, state, path_of, listed, listed_ptr, on_ptr, on_flows, capacity.shape[0])
     if comp.shape[0] == 0:
         return seq
     new_rate = _progressive_filling(comp, path_of, listed, listed_ptr, capacity, scratch)
@@ -389,10 +400,11 @@ def _flows_on_links(
 
 @numba.njit(cache=True)
 def _component(
-    dirty: np.ndarray, used: int, path_of: np.ndarray, listed: np.ndarray, listed_ptr: np.ndarray,
-    on_ptr: np.ndarray, on_flows: np.ndarray, n_links: int,
+    dirty: np.ndarray, used: int, state: np.ndarray, path_of: np.ndarray, listed: np.ndarray,
+    listed_ptr: np.ndarray, on_ptr: np.ndarray, on_flows: np.ndarray, n_links: int,
 ) -> np.ndarray:  # fmt: skip
-    """The flows connected to a ``dirty`` link: breadth first from them, a link's flows in start order."""
+    """The flows in progress connected to a ``dirty`` link: breadth first from them, a link's
+    flows in start order (ended flows still listed in ``on_flows`` are passed over)."""
     in_comp = np.zeros(used, dtype=np.bool_)
     comp = np.empty(used, dtype=np.int64)
     m = 0
@@ -411,7 +423,7 @@ def _component(
             lid = frontier[x]
             for y in range(on_ptr[lid], on_ptr[lid + 1]):
                 s = on_flows[y]
-                if not in_comp[s]:
+                if not in_comp[s] and state[s] != FREE:
                     in_comp[s] = True
                     comp[m] = s
                     m += 1
