@@ -166,11 +166,16 @@ def test_the_first_pass_stops_drawing_whole_chunks_at_the_first_worker_projected
     monkeypatch.setattr(
         "workbench.graph.specs.available_memory", lambda: int(0.5 * total / epoch.EPOCH_MEMORY_SHARE)
     )
-    kept = []
+    kept, calls = [], []
     original = samplers[0].sample_window
-    monkeypatch.setattr(samplers[0], "sample_window", lambda *a: kept.append(len(a[3])) or original(*a))
+    monkeypatch.setattr(
+        samplers[0], "sample_window", lambda *a: kept.append(len(a[3])) or calls.append(a) or original(*a)
+    )
     streamed = epoch.StreamedEpoch(graph, samplers, batches, 7)
     assert streamed.too_large()
     assert kept == [len(expected), 1, 1]
     for i in range(len(expected)):
         assert all(same_minibatch(a, b) for a, b in zip(streamed[i], expected[i], strict=True)), i
+    # Read in order, every later window is told the sizes of the batches before it (drawn already).
+    later = [a for a in calls[3:] if a[3].start > 0]
+    assert later and all(a[4] is not None and len(a[4]) == a[3].start for a in later)

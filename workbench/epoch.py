@@ -168,6 +168,9 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
         self.bulk = any(_samples_in_bulk(s) for s in self.samplers)
         self.window = len(batches)  # iterations a bulk sampler's pass keeps (set by too_large)
         self._progress = progress
+        # Per worker, per iteration drawn so far, its blocks' destination counts: a later window
+        # passes them to the sampler instead of having it draw the earlier batches of its pass again.
+        self._sizes: list[dict[int, tuple[int, ...]]] = [{} for _ in range(self.width)]
         self._restart()
 
     def _restart(self) -> None:
@@ -224,13 +227,17 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
             rng = np.random.default_rng(0)
             rng.bit_generator.state = states[start]
             # bulk_matrix_streams replays these draws (same generators, same chunks): change both together.
+            sizes = self._sizes[w]
             while start < end:
                 chunk = mine[start : start + SAMPLE_CHUNK]
                 keep = range(max(start, i) - start, min(start + SAMPLE_CHUNK, end) - start)
-                drawn = sampler.sample_window(self.graph, chunk, rng, keep)
+                before = [sizes.get(start + t) for t in range(keep.start)]
+                known = None if None in before else before
+                drawn = sampler.sample_window(self.graph, chunk, rng, keep, known)  # type: ignore[arg-type]
                 states[start + SAMPLE_CHUNK] = rng.bit_generator.state
                 whole = len(keep) == len(chunk)
                 for j, mb in zip(range(start + keep.start, start + keep.stop), drawn, strict=True):
+                    sizes[j] = tuple(b.num_dst for b in mb.blocks)
                     rows[j].append(mb if whole else _owning(mb))
                     if budget is not None:
                         kept_bytes += _minibatch_bytes(mb)

@@ -71,6 +71,35 @@ def test_a_window_skips_the_input_layer_before_it_and_every_batch_after_it(monke
     assert rows == [seeds_layer, middle, whole[4].blocks[0].num_dst]
 
 
+@pytest.mark.parametrize("spgemm", ["fused", "scipy"])
+def test_a_window_told_the_earlier_batches_sizes_samples_the_kept_ones_alone(monkeypatch, spgemm) -> None:
+    """With the destination counts of the batches before it (what a streamed epoch drew in its
+    earlier windows), window [4, 6) samples batches 4 and 5 at every layer and nothing of batch 3
+    nor of pass [0, 3); the same arrays as the whole call, every window of WINDOWS, the generator
+    left where the whole call leaves it."""
+    graph = GRAPHS["hubs"]()
+    batches = batches_of(graph, 5, BATCHES, 40)
+    sampler = SAMPLERS.create("bulk-matrix", fanouts=[6, 4, 3], bulk=BULK, spgemm=spgemm)
+    whole_rng = np.random.default_rng(11)
+    whole = sampler.sample_many(graph, batches, whole_rng)
+    sizes = [tuple(b.num_dst for b in mb.blocks) for mb in whole]
+    for keep in WINDOWS:
+        rng = np.random.default_rng(11)
+        window = sampler.sample_window(graph, batches, rng, keep, sizes[: keep.start])
+        assert_same_blocks(window, [whole[j] for j in keep])
+        assert rng.bit_generator.state == whole_rng.bit_generator.state, keep
+    rows: list[int] = []
+    original = BulkMatrixSampler._graphsage_layer
+    monkeypatch.setattr(
+        BulkMatrixSampler,
+        "_graphsage_layer",
+        lambda self, graph, dst, *a: rows.append(dst.shape[0]) or original(self, graph, dst, *a),
+    )
+    window = sampler.sample_window(graph, batches, np.random.default_rng(11), range(4, 6), sizes[:4])
+    assert_same_blocks(window, whole[4:6])
+    assert rows == [whole[4].blocks[layer].num_dst + whole[5].blocks[layer].num_dst for layer in (2, 1, 0)]
+
+
 def test_ladies_windows_are_slices_too() -> None:
     graph = GRAPHS["er"]()
     batches = batches_of(graph, 3, 5, 40)

@@ -106,10 +106,18 @@ class Sampler(ABC):
         return [self.sample(graph, b, rng) for b in batches]
 
     def sample_window(
-        self, graph: CSRGraph, batches: Sequence[np.ndarray], rng: np.random.Generator, keep: range
+        self,
+        graph: CSRGraph,
+        batches: Sequence[np.ndarray],
+        rng: np.random.Generator,
+        keep: range,
+        sizes_before: Sequence[tuple[int, ...]] | None = None,
     ) -> list[Minibatch]:
         """Minibatches ``keep`` of what :meth:`sample_many` would return for ``batches``, leaving
-        ``rng`` where that call leaves it; a bulk sampler may skip the work they do not depend on."""
+        ``rng`` where that call leaves it; a bulk sampler may skip the work they do not depend on.
+        ``sizes_before``: what an earlier call drew for ``batches[:keep.start]``, each minibatch's
+        blocks' destination counts (input layer first), which a bulk sampler may use instead of
+        drawing those batches again."""
         drawn = self.sample_many(graph, batches, rng)
         return [drawn[j] for j in keep]
 

@@ -497,7 +497,12 @@ class BulkMatrixSampler(Sampler):
         return out
 
     def sample_window(
-        self, graph: CSRGraph, batches: Sequence[np.ndarray], rng: np.random.Generator, keep: range
+        self,
+        graph: CSRGraph,
+        batches: Sequence[np.ndarray],
+        rng: np.random.Generator,
+        keep: range,
+        sizes_before: Sequence[tuple[int, ...]] | None = None,
     ) -> list[Minibatch]:
         """:meth:`Sampler.sample_window` without the work the kept minibatches do not depend on
         (GraphSAGE; LADIES samples every batch). A row's numbers depend on the layer's seed and
@@ -505,9 +510,10 @@ class BulkMatrixSampler(Sampler):
         its seeds, batches after the last kept one are not sampled, and batches before the
         first kept one are sampled up to the layer before the input layer (their sizes place
         the kept batches' rows): an epoch streamed a window at a time samples each minibatch
-        whole once, not once per window."""
+        whole once, not once per window. With ``sizes_before`` the batches before the first kept
+        one are not sampled at all: their destination counts are all its rows' places need."""
         if self.algorithm != "graphsage" or not len(keep):
-            return super().sample_window(graph, batches, rng, keep)
+            return super().sample_window(graph, batches, rng, keep, sizes_before)
         backend = self.backend()
         out: list[Minibatch] = []
         for start in range(0, len(batches), self.bulk):
@@ -516,8 +522,15 @@ class BulkMatrixSampler(Sampler):
                 for _ in range(self.num_layers):
                     _kernels.draw_seed(rng)  # the pass's draws (one seed per layer); nothing kept from it
                 continue
+            first_kept = max(keep.start - start, 0)
+            if sizes_before is not None and first_kept:
+                # Each layer's stacked rows before the first kept batch, from the counts drawn before.
+                rows_before = np.sum([sizes_before[b] for b in range(start, start + first_kept)], axis=0)
+                chunk = [check_seeds(graph, b) for b in batches[start + first_kept : stop]]
+                out.extend(self._sample_graphsage(graph, chunk, rng, backend, 0, rows_before.tolist()))
+                continue
             chunk = [check_seeds(graph, b) for b in batches[start:stop]]
-            out.extend(self._sample_graphsage(graph, chunk, rng, backend, max(keep.start - start, 0)))
+            out.extend(self._sample_graphsage(graph, chunk, rng, backend, first_kept))
         return out
 
     def graphsage_streams(
@@ -668,31 +681,37 @@ class BulkMatrixSampler(Sampler):
 
     def _sample_graphsage(
         self, graph: CSRGraph, batches: list[np.ndarray], rng: np.random.Generator, backend: str,
-        first_kept: int = 0,
+        first_kept: int = 0, rows_before: list[int] | None = None,
     ) -> list[Minibatch]:  # fmt: skip
         """One bulk pass over ``batches``; the minibatches from ``first_kept`` on (the batches
-        before it are sampled only as far as the kept ones' stacked rows depend on them)."""
+        before it are sampled only as far as the kept ones' stacked rows depend on them).
+        ``rows_before``: per layer (input first), the pass's stacked rows before ``batches[0]``,
+        which is then not the pass's first batch."""
         assert self.fanouts is not None
         k = len(batches)
         row_ptr = offsets_of(np.array([b.shape[0] for b in batches], dtype=np.int64))
         dst_of = list(batches)
         per_batch: list[list[Block]] = [[] for _ in range(k)]
         with self._scratch.mappings(graph.num_nodes, max(1, min(_kernels.num_threads(), k))) as mappings:
-            self._graphsage_layers(graph, first_kept, row_ptr, dst_of, rng, backend, mappings, per_batch)
+            self._graphsage_layers(
+                graph, first_kept, row_ptr, dst_of, rng, backend, mappings, per_batch, rows_before
+            )
         return [Minibatch(seeds=batches[b], blocks=per_batch[b][::-1]) for b in range(first_kept, k)]
 
     def _graphsage_layers(
         self, graph: CSRGraph, first_kept: int, row_ptr: np.ndarray, dst_of: list[np.ndarray],
         rng: np.random.Generator, backend: str, mappings: np.ndarray, per_batch: list[list[Block]],
+        rows_before: list[int] | None = None,
     ) -> None:  # fmt: skip
         assert self.fanouts is not None
         k = len(dst_of)
         for layer in range(len(self.fanouts) - 1, -1, -1):
             lo = first_kept if layer == 0 else 0  # no later layer needs the left-out batches' input layer
             base = int(row_ptr[lo])
+            first_row = base + (rows_before[layer] if rows_before is not None else 0)
             dst = np.concatenate(dst_of[lo:])
             srcs, edge_srcs, edge_dsts = self._graphsage_layer(
-                graph, dst, row_ptr[lo:] - base, self.fanouts[layer], rng, backend, mappings, base
+                graph, dst, row_ptr[lo:] - base, self.fanouts[layer], rng, backend, mappings, first_row
             )
             for b in range(lo, k):
                 per_batch[b].append(
