@@ -27,6 +27,11 @@ Measured 2026-11-26 on this 2-core AMD EPYC VM, quiet (load 0.5-1.0; the bench o
   shared preparation 74 s). A screened (2-iteration) estimate went at most +11.3% above its whole
   epoch (power-law 512 features, NVSwitch), above the +10% the search allows it (measured +7.5% on
   the held-out graphs): it cost no first choice here, but the bound is measured, not guaranteed.
+* ``--space default`` again 2026-11-27 (load ~1, the bench on one core; the third run stopped to
+  free the machine): 12 of 12 first choices, tau 1.00 in both runs; 195.4 / 1,109.8 s = **0.176**
+  and 200.0 / 1,088.4 s = **0.184: PASS** (per cell 0.09-0.33 and 0.12-0.30; the 8-GPU PCIe cell
+  with 512 features, where 155 candidates survive the screen, is the dearest). Worst prefix estimate
+  -7.5% .. +5.3%; a screened estimate again at most +11.3% above its epoch.
 * ``--space crossover`` (the study's own 12 combinations): first choice 12 of 12, tau 1.00, but
   33.5 s / 39.1 s = **0.857**, and above 1 in 4 cells (1.05-1.26): with 12 candidates close
   together, the 4-iteration rung drops few or none (all 12 survive it on NVSwitch), the top five
