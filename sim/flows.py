@@ -439,7 +439,7 @@ def _component(
     return comp[:m]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _progressive_filling(
     comp: np.ndarray, path_of: np.ndarray, listed: np.ndarray, listed_ptr: np.ndarray, capacity: np.ndarray,
     scratch: np.ndarray,
@@ -484,7 +484,7 @@ def _progressive_filling(
     return new_rate
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _fill(
     m: int, n_local: int, cap: np.ndarray, count: np.ndarray, users_ptr: np.ndarray, users: np.ndarray,
     comp: np.ndarray, path_of: np.ndarray, listed: np.ndarray, listed_ptr: np.ndarray, scratch: np.ndarray,
