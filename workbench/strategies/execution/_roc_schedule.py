@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from workbench.grouping import positions_by_key
 from workbench.model import DTYPE_BYTES
 from workbench.strategies.execution import task_ids
 from workbench.strategies.memory import emit
@@ -151,13 +152,7 @@ def part_layouts(graph: CSRGraph, owner: np.ndarray, num_parts: int) -> list[Par
 
 def _split_by_owner(rows: np.ndarray, owner: np.ndarray) -> dict[int, np.ndarray]:
     """Sorted vertex ids ``rows`` grouped by their owning part (each group stays sorted)."""
-    if not rows.size:
-        return {}
-    owners = owner[rows]
-    order = np.argsort(owners, kind="stable")
-    parts, starts = np.unique(owners[order], return_index=True)
-    groups = np.split(rows[order], starts[1:])
-    return {int(q): group for q, group in zip(parts.tolist(), groups, strict=True)}
+    return {q: rows[at] for q, at in positions_by_key(owner[rows]).items()}
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workbench.graph.csr import CSRGraph, RowLengths
+from workbench.grouping import positions_by_key
 from workbench.strategies.sampling.base import Minibatch
 
 
@@ -124,11 +125,7 @@ class ProcessGrid:
         """Per block row holding some of ``vertices`` (in increasing order), their positions in
         ``vertices``, ascending: ``np.flatnonzero(block_of(vertices) == t)`` for each such ``t``,
         from one stable sort instead of one pass per block (64 blocks on 128 GPUs with c = 2)."""
-        block = self.block_of(vertices).astype(np.int16 if self.rows < 2**15 else np.int32)
-        order = np.argsort(block, kind="stable")  # a radix sort for 16-bit keys
-        counts = np.bincount(block, minlength=self.rows)
-        ends = np.cumsum(counts)
-        return {t: order[ends[t] - counts[t] : ends[t]] for t in np.flatnonzero(counts).tolist()}
+        return positions_by_key(self.block_of(vertices), self.rows)
 
     def rows_needed(self, dsts: Sequence[np.ndarray]) -> dict[int, np.ndarray]:
         """Per column block ``t``, the distinct column ids of ``Q_i`` in it: the rows of ``A_t`` needed."""
