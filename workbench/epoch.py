@@ -231,9 +231,9 @@ class StreamedEpoch(Sequence[list[Minibatch]]):
             while start < end:
                 chunk = mine[start : start + SAMPLE_CHUNK]
                 keep = range(max(start, i) - start, min(start + SAMPLE_CHUNK, end) - start)
-                before = [sizes.get(start + t) for t in range(keep.start)]
-                known = None if None in before else before
-                drawn = sampler.sample_window(self.graph, chunk, rng, keep, known)  # type: ignore[arg-type]
+                earlier = range(start, start + keep.start)
+                known = [sizes[j] for j in earlier] if all(j in sizes for j in earlier) else None
+                drawn = sampler.sample_window(self.graph, chunk, rng, keep, known)
                 states[start + SAMPLE_CHUNK] = rng.bit_generator.state
                 whole = len(keep) == len(chunk)
                 for j, mb in zip(range(start + keep.start, start + keep.stop), drawn, strict=True):
