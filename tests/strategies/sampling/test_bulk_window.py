@@ -30,6 +30,18 @@ def multigraph() -> CSRGraph:
     return CSRGraph.from_edges(src, dst, 2000, dedup=False)
 
 
+def rows_sampled(monkeypatch) -> list[int]:
+    """The rows each GraphSAGE layer call samples from now on, in call order (seeds' layer first)."""
+    rows: list[int] = []
+    original = BulkMatrixSampler._graphsage_layer
+    monkeypatch.setattr(
+        BulkMatrixSampler,
+        "_graphsage_layer",
+        lambda self, graph, dst, *a: rows.append(dst.shape[0]) or original(self, graph, dst, *a),
+    )
+    return rows
+
+
 WINDOWS = [range(0, 1), range(1, 2), range(2, 5), range(4, 7), range(6, 7), range(0, 7), range(3, 6)]
 
 
@@ -55,13 +67,7 @@ def test_a_window_skips_the_input_layer_before_it_and_every_batch_after_it(monke
     graph = GRAPHS["er"]()
     batches = batches_of(graph, 2, BATCHES, 30)
     sampler = SAMPLERS.create("bulk-matrix", fanouts=[5, 4, 3], bulk=BULK)
-    rows: list[int] = []
-    original = BulkMatrixSampler._graphsage_layer
-    monkeypatch.setattr(
-        BulkMatrixSampler,
-        "_graphsage_layer",
-        lambda self, graph, dst, *a: rows.append(dst.shape[0]) or original(self, graph, dst, *a),
-    )
+    rows = rows_sampled(monkeypatch)
     whole = sampler.sample_many(graph, batches, np.random.default_rng(0))
     rows.clear()
     window = sampler.sample_window(graph, batches, np.random.default_rng(0), range(4, 5))
@@ -88,13 +94,7 @@ def test_a_window_told_the_earlier_batches_sizes_samples_the_kept_ones_alone(mon
         window = sampler.sample_window(graph, batches, rng, keep, sizes[: keep.start])
         assert_same_blocks(window, [whole[j] for j in keep])
         assert rng.bit_generator.state == whole_rng.bit_generator.state, keep
-    rows: list[int] = []
-    original = BulkMatrixSampler._graphsage_layer
-    monkeypatch.setattr(
-        BulkMatrixSampler,
-        "_graphsage_layer",
-        lambda self, graph, dst, *a: rows.append(dst.shape[0]) or original(self, graph, dst, *a),
-    )
+    rows = rows_sampled(monkeypatch)
     window = sampler.sample_window(graph, batches, np.random.default_rng(11), range(4, 6), sizes[:4])
     assert_same_blocks(window, whole[4:6])
     assert rows == [whole[4].blocks[layer].num_dst + whole[5].blocks[layer].num_dst for layer in (2, 1, 0)]
