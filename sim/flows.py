@@ -25,6 +25,11 @@ them, and the network keeps one clock entry: a wake-up at the earliest completio
 which ends every flow due then, in the order their completion times were set (the
 order their completion events had when each flow had its own).
 
+Progressive filling walks only the links that can bind (:mod:`sim.binding`): on a fat
+tree most links of a route are wider than the links its flows enter and leave by, and
+leaving them out gives the same rates to the bit at about half the cost. The component
+is still found over every link, since its order is the order completions are set in.
+
 The common case of a flow that starts alone (the only flow started since the last
 rebalance, on links that were all empty) skips the component search and takes the
 rate cached on its link list: a ring collective's steps are mostly such flows.
@@ -37,6 +42,7 @@ from collections.abc import Callable, Sequence
 import numba
 import numpy as np
 
+from sim.binding import BindingLinks
 from sim.clock import LATE, SimClock
 
 # Ended flows are squeezed out of the slot arrays once they are at least this many and at
@@ -107,6 +113,7 @@ class FlowNetwork:
         self._distinct_of: list[tuple[int, ...]] = []
         self._distinct_set: list[frozenset[int]] = []
         self._alone: list[float] = []  # per path: the rate of one flow alone on it (-1: not yet known)
+        self._binding = BindingLinks(self.capacity)  # per path, the links progressive filling walks
         # Flow slots, in the order flows started (compaction keeps that order): state,
         # link list and completion-order number; the float values by row.
         self._flows: list[Flow | None] = []
@@ -152,6 +159,7 @@ class FlowNetwork:
             self._distinct_ptr.extend([self._distinct.size])
             self._distinct_of.append(distinct)
             self._distinct_set.append(frozenset(distinct))
+            self._binding.add(links)
             self._alone.append(-1.0)
         return pid
 
@@ -275,7 +283,7 @@ class FlowNetwork:
                     rate = self._alone[pid] = float(
                         _progressive_filling(
                             np.array([slot]), self._path_of, self._listed.data, self._listed_ptr.data,
-                            self.capacity, self._scratch,
+                            self._listed_ptr.data[1:], self.capacity, self._scratch,
                         )[0]
                     )  # fmt: skip
                 self._seq = _set_rate(slot, rate, now, self._state, self._values, self._order, self._seq)
@@ -298,10 +306,12 @@ class FlowNetwork:
                     self.capacity.shape[0],
                 )  # fmt: skip
             on_ptr, on_flows = self._on_links
+            binding = self._binding
             self._seq = _rebalance_component(
                 np.fromiter(dirty, dtype=np.int64, count=len(dirty)), self._used, on_ptr, on_flows,
                 self._state, self._path_of, self._values, self._order, self._seq,
-                self._listed.data, self._listed_ptr.data, self.capacity, self._scratch, now,
+                self._listed.data, self._listed_ptr.data, binding.kept, binding.start, binding.end,
+                self.capacity, self._scratch, now,
             )  # fmt: skip
         self._arm()
 
@@ -353,18 +363,21 @@ def _set_rate(
 def _rebalance_component(
     dirty: np.ndarray, used: int, on_ptr: np.ndarray, on_flows: np.ndarray, state: np.ndarray,
     path_of: np.ndarray, values: np.ndarray, order: np.ndarray, seq: int,
-    listed: np.ndarray, listed_ptr: np.ndarray, capacity: np.ndarray, scratch: np.ndarray, now: float,
+    listed: np.ndarray, listed_ptr: np.ndarray, kept: np.ndarray, kept_start: np.ndarray, kept_end: np.ndarray,
+    capacity: np.ndarray, scratch: np.ndarray, now: float,
 ) -> int:  # fmt: skip
     """Recompute the max-min rates of every flow connected to a ``dirty`` link.
 
     ``on_ptr, on_flows``: per link, the flows on it in start order (:func:`_flows_on_links`,
-    possibly from before some of them ended). Returns the next completion-order number.
+    possibly from before some of them ended). The component is found over every link (its
+    order sets the order of completions at one instant) and filled over the links that can
+    bind (``kept``, :class:`sim.binding.BindingLinks`). Returns the next completion-order number.
     ``scratch`` (one entry per link, all -1) is left as it was found.
     """
     comp = _component(dirty, used, state, path_of, listed, listed_ptr, on_ptr, on_flows, capacity.shape[0])
     if comp.shape[0] == 0:
         return seq
-    new_rate = _progressive_filling(comp, path_of, listed, listed_ptr, capacity, scratch)
+    new_rate = _progressive_filling(comp, path_of, kept, kept_start, kept_end, capacity, scratch)
     for i in range(comp.shape[0]):  # component order: the order completion times are set in
         s = comp[i]
         rate = new_rate[i]
@@ -441,11 +454,12 @@ def _component(
 
 @numba.njit(cache=True, error_model="numpy")
 def _progressive_filling(
-    comp: np.ndarray, path_of: np.ndarray, listed: np.ndarray, listed_ptr: np.ndarray, capacity: np.ndarray,
-    scratch: np.ndarray,
+    comp: np.ndarray, path_of: np.ndarray, listed: np.ndarray, start: np.ndarray, end: np.ndarray,
+    capacity: np.ndarray, scratch: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """Max-min fair rates of the flows ``comp`` (one component), in that order.
 
+    Path ``p`` lists the links ``listed[start[p]:end[p]]``.
     The component's links are numbered by first listing (flows in component order, each
     flow's links as listed); ``scratch`` maps link to number and is reset to -1 after.
     """
@@ -454,7 +468,7 @@ def _progressive_filling(
     local_links = np.empty(capacity.shape[0], dtype=np.int64)
     for i in range(m):
         p = path_of[comp[i]]
-        for k in range(listed_ptr[p], listed_ptr[p + 1]):
+        for k in range(start[p], end[p]):
             lid = listed[k]
             if scratch[lid] < 0:
                 scratch[lid] = n_local
@@ -466,7 +480,7 @@ def _progressive_filling(
         cap[j] = capacity[local_links[j]]
     for i in range(m):
         p = path_of[comp[i]]
-        for k in range(listed_ptr[p], listed_ptr[p + 1]):
+        for k in range(start[p], end[p]):
             count[scratch[listed[k]]] += 1
     users_ptr = np.zeros(n_local + 1, dtype=np.int64)
     users_ptr[1:] = np.cumsum(count)
@@ -474,11 +488,11 @@ def _progressive_filling(
     fill = users_ptr[:-1].copy()
     for i in range(m):
         p = path_of[comp[i]]
-        for k in range(listed_ptr[p], listed_ptr[p + 1]):
+        for k in range(start[p], end[p]):
             j = scratch[listed[k]]
             users[fill[j]] = i
             fill[j] += 1
-    new_rate = _fill(m, n_local, cap, count, users_ptr, users, comp, path_of, listed, listed_ptr, scratch)
+    new_rate = _fill(m, n_local, cap, count, users_ptr, users, comp, path_of, listed, start, end, scratch)
     for j in range(n_local):
         scratch[local_links[j]] = -1
     return new_rate
@@ -487,7 +501,8 @@ def _progressive_filling(
 @numba.njit(cache=True, error_model="numpy")
 def _fill(
     m: int, n_local: int, cap: np.ndarray, count: np.ndarray, users_ptr: np.ndarray, users: np.ndarray,
-    comp: np.ndarray, path_of: np.ndarray, listed: np.ndarray, listed_ptr: np.ndarray, scratch: np.ndarray,
+    comp: np.ndarray, path_of: np.ndarray, listed: np.ndarray, start: np.ndarray, end: np.ndarray,
+    scratch: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """Raise every rate together; freeze the flows of the link that saturates first; repeat.
 
@@ -530,7 +545,7 @@ def _fill(
             new_rate[i] = share
             left_to_fix -= 1
             p = path_of[comp[i]]
-            for k in range(listed_ptr[p], listed_ptr[p + 1]):
+            for k in range(start[p], end[p]):
                 j = scratch[listed[k]]
                 n = count[j] - 1
                 count[j] = n

@@ -1,0 +1,124 @@
+"""Which links of a flow network can ever limit a rate: the rest are left out of progressive filling.
+
+A link L whose capacity exceeds the total capacity of the links its flows enter by can
+never be full: every flow on L also crosses its own first link, so the flows on L move at
+most the sum of those first links' capacities, whatever else they share. The same holds
+for the links they leave by. Such a constraint is implied by others, so the max-min fair
+rates are the same with or without it (the feasible set is the same, and the max-min fair
+point of a set is unique); progressive filling just has fewer links to walk. On a fat
+tree this is most of a path: of a GPU-to-GPU route across machines (GPU -> PCIe switch ->
+NIC -> leaf -> spine -> leaf -> NIC -> PCIe switch -> GPU), only the two ends and shared
+PCIe or spine links can bind, which cuts the work of a rebalance by about five.
+
+The bound is over every link list registered so far (a superset of the flows in progress,
+so it only errs towards keeping a link). It is kept exactly:
+
+- a link list's first and last links are never left out (they are the bounds), nor is
+  any link of a list that names a link twice (a collective step's chunks: a flow then
+  takes its rate once per listing, and the bound above counts it once);
+- a link is left out when first seen if it can be, and put back, for good, once a new
+  link list through it breaks the bound (the bound only grows as lists are added);
+- the bound must clear the capacity by a relative ``SLACK``: a link that can just fill up
+  (bound equal to its capacity) may be the one whose share a filling freezes flows at,
+  and a share computed on another link can differ from its in the last bit. With a link
+  that keeps headroom left out, the filling freezes the same flows at the same shares in
+  the same order, so the rates are the same to the bit: ``tests/sim/test_flows_oracle.py``
+  checks that against the flow network without arrays, on fat-tree layers with links
+  exactly as wide as their bound and within the slack of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+# A link is left out only when its capacity exceeds its bound by this fraction: far above the
+# rounding of a filling (about 1e-16 per flow fixed on a link, thousands of flows) and far below
+# any real headroom between two link classes (a 25 GB/s NIC beside a 24 GB/s PCIe link is 4%).
+SLACK = 1e-9
+
+
+class BindingLinks:
+    """Per registered link list, its links that can bind (``kept[start[p]:end[p]]``, as listed)."""
+
+    def __init__(self, capacity: np.ndarray) -> None:
+        n_links = capacity.shape[0]
+        self._capacity = capacity
+        self._pinned = np.zeros(n_links, dtype=np.bool_)  # never left out
+        self._left_out = np.zeros(n_links, dtype=np.bool_)
+        self._seen = np.zeros(n_links, dtype=np.bool_)
+        self._entries: list[set[int]] = [set() for _ in range(n_links)]  # first links of lists through it
+        self._exits: list[set[int]] = [set() for _ in range(n_links)]
+        self._entry_capacity = np.zeros(n_links)
+        self._exit_capacity = np.zeros(n_links)
+        self._lists_through: list[list[int]] = [[] for _ in range(n_links)]
+        self._lists: list[tuple[int, ...]] = []
+        self.kept = np.zeros(256, dtype=np.int64)
+        self.start = np.zeros(64, dtype=np.int64)
+        self.end = np.zeros(64, dtype=np.int64)
+        self._size = 0
+        self.put_back = 0  # links put back so far
+
+    @property
+    def left_out(self) -> int:
+        """How many links are left out now."""
+        return int(self._left_out.sum())
+
+    def add(self, links: Sequence[int]) -> None:
+        """Register the next link list (ids in order of registration, from 0)."""
+        pid = len(self._lists)
+        self._lists.append(tuple(links))
+        if pid == self.start.shape[0]:
+            self.start = np.concatenate([self.start, np.zeros_like(self.start)])
+            self.end = np.concatenate([self.end, np.zeros_like(self.end)])
+        distinct = list(dict.fromkeys(links))
+        for lid in distinct:
+            self._lists_through[lid].append(pid)
+        if len(distinct) < len(links):
+            self._pinned[distinct] = True
+        else:
+            first, last = links[0], links[-1]
+            self._pinned[[first, last]] = True
+            capacity = self._capacity
+            for lid in distinct:
+                if first not in self._entries[lid]:
+                    self._entries[lid].add(first)
+                    self._entry_capacity[lid] += capacity[first]
+                if last not in self._exits[lid]:
+                    self._exits[lid].add(last)
+                    self._exit_capacity[lid] += capacity[last]
+        put_back = []
+        for lid in distinct:
+            can_leave_out = self._can_leave_out(lid)
+            if not self._seen[lid]:
+                self._seen[lid] = True
+                self._left_out[lid] = can_leave_out
+            elif self._left_out[lid] and not can_leave_out:
+                self._left_out[lid] = False
+                put_back.append(lid)
+                self.put_back += 1
+        self._list(pid)
+        for lid in put_back:
+            for other in self._lists_through[lid]:
+                if other != pid:
+                    self._list(other)
+
+    def _can_leave_out(self, lid: int) -> bool:
+        if self._pinned[lid]:
+            return False
+        bound = min(self._entry_capacity[lid], self._exit_capacity[lid])
+        return bool(bound < self._capacity[lid] * (1.0 - SLACK))
+
+    def _list(self, pid: int) -> None:
+        """(Re)write list ``pid``'s kept links at the end of ``kept`` (an old listing is left as garbage)."""
+        kept = [lid for lid in self._lists[pid] if not self._left_out[lid]]
+        end = self._size + len(kept)
+        if end > self.kept.shape[0]:
+            grown = np.zeros(max(end, 2 * self.kept.shape[0]), dtype=np.int64)
+            grown[: self._size] = self.kept[: self._size]
+            self.kept = grown
+        self.kept[self._size : end] = kept
+        self.start[pid] = self._size
+        self.end[pid] = end
+        self._size = end
