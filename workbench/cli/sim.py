@@ -238,7 +238,8 @@ def _run_config(args: argparse.Namespace) -> int:
     if getattr(prepared.scheme, "policy", None) is not None:
         _print_memory_policies(prepared)
     print(
-        f"epoch time: {epoch * 1e3:.3f} ms ({epoch / max(inputs.num_iterations, 1) * 1e3:.3f} ms per iteration)"
+        f"epoch time: {epoch * 1e3:.3f} ms ({epoch / max(inputs.num_iterations, 1) * 1e3:.3f} ms per iteration; "
+        "every iteration simulated, so no sampling interval: --sampled N estimates from N of them)"
     )
     out = Path(args.out) if args.out else Path("reports") / "runs" / config.name
     out.mkdir(parents=True, exist_ok=True)
