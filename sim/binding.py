@@ -40,7 +40,7 @@ SLACK = 1e-9
 
 
 class BindingLinks:
-    """Per registered link list, its links that can bind (``kept[start[p]:end[p]]``, as listed)."""
+    """Per registered link list, its links that can bind."""
 
     def __init__(self, capacity: np.ndarray) -> None:
         n_links = capacity.shape[0]
@@ -54,10 +54,12 @@ class BindingLinks:
         self._exit_capacity = np.zeros(n_links)
         self._lists_through: list[list[int]] = [[] for _ in range(n_links)]
         self._lists: list[tuple[int, ...]] = []
-        self.kept = np.zeros(256, dtype=np.int64)
-        self.start = np.zeros(64, dtype=np.int64)
-        self.end = np.zeros(64, dtype=np.int64)
-        self._size = 0
+        # Per list, its kept links as listed (``kept[start[p]:end[p]]``) and each once
+        # (``kept_distinct[distinct_start[p]:distinct_end[p]]``, and ``kept_of[p]``).
+        self.kept = _Listing()
+        self.kept_distinct = _Listing()
+        self.kept_of: list[tuple[int, ...]] = []
+        self.kept_set: list[frozenset[int]] = []
         self.put_back = 0  # links put back so far
 
     @property
@@ -69,9 +71,8 @@ class BindingLinks:
         """Register the next link list (ids in order of registration, from 0)."""
         pid = len(self._lists)
         self._lists.append(tuple(links))
-        if pid == self.start.shape[0]:
-            self.start = np.concatenate([self.start, np.zeros_like(self.start)])
-            self.end = np.concatenate([self.end, np.zeros_like(self.end)])
+        self.kept_of.append(())
+        self.kept_set.append(frozenset())
         distinct = list(dict.fromkeys(links))
         for lid in distinct:
             self._lists_through[lid].append(pid)
@@ -111,14 +112,35 @@ class BindingLinks:
         return bool(bound < self._capacity[lid] * (1.0 - SLACK))
 
     def _list(self, pid: int) -> None:
-        """(Re)write list ``pid``'s kept links at the end of ``kept`` (an old listing is left as garbage)."""
+        """(Re)write list ``pid``'s kept links (an old listing is left behind as garbage)."""
         kept = [lid for lid in self._lists[pid] if not self._left_out[lid]]
-        end = self._size + len(kept)
-        if end > self.kept.shape[0]:
-            grown = np.zeros(max(end, 2 * self.kept.shape[0]), dtype=np.int64)
-            grown[: self._size] = self.kept[: self._size]
-            self.kept = grown
-        self.kept[self._size : end] = kept
+        distinct = tuple(dict.fromkeys(kept))
+        self.kept.put(pid, kept)
+        self.kept_distinct.put(pid, distinct)
+        self.kept_of[pid] = distinct
+        self.kept_set[pid] = frozenset(distinct)
+
+
+class _Listing:
+    """Link ids per list, ``ids[start[p]:end[p]]``; rewriting a list appends it anew."""
+
+    def __init__(self) -> None:
+        self.ids = np.zeros(256, dtype=np.int64)
+        self.start = np.zeros(64, dtype=np.int64)
+        self.end = np.zeros(64, dtype=np.int64)
+        self._size = 0
+
+    def put(self, pid: int, ids: Sequence[int]) -> None:
+        if pid >= self.start.shape[0]:
+            n = max(pid + 1, 2 * self.start.shape[0])
+            self.start = np.concatenate([self.start, np.zeros(n - self.start.shape[0], dtype=np.int64)])
+            self.end = np.concatenate([self.end, np.zeros(n - self.end.shape[0], dtype=np.int64)])
+        end = self._size + len(ids)
+        if end > self.ids.shape[0]:
+            grown = np.zeros(max(end, 2 * self.ids.shape[0]), dtype=np.int64)
+            grown[: self._size] = self.ids[: self._size]
+            self.ids = grown
+        self.ids[self._size : end] = ids
         self.start[pid] = self._size
         self.end[pid] = end
         self._size = end

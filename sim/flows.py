@@ -25,10 +25,12 @@ them, and the network keeps one clock entry: a wake-up at the earliest completio
 which ends every flow due then, in the order their completion times were set (the
 order their completion events had when each flow had its own).
 
-Progressive filling walks only the links that can bind (:mod:`sim.binding`): on a fat
-tree most links of a route are wider than the links its flows enter and leave by, and
-leaving them out gives the same rates to the bit at about half the cost. The component
-is still found over every link, since its order is the order completions are set in.
+Only the links that can bind are walked (:mod:`sim.binding`): on a fat tree most links
+of a route are wider than the links its flows enter and leave by, and leaving them out
+gives the same rates to the bit while components split where only such links joined them
+(an all-to-all's flows out of one machine and into another share only the spine). A
+component is re-rated in the order its flows started, so that completions due at one
+instant end in an order that does not depend on which links were left out.
 
 The common case of a flow that starts alone (the only flow started since the last
 rebalance, on links that were all empty) skips the component search and takes the
@@ -73,25 +75,6 @@ class Flow:
         return float(self.net._values[RATE, self.slot])
 
 
-class _Growing:
-    """A 1-D numpy array with amortised appends (``data[:size]`` is the content)."""
-
-    __slots__ = ("data", "size")
-
-    def __init__(self, dtype: type, capacity: int = 64) -> None:
-        self.data = np.zeros(capacity, dtype=dtype)
-        self.size = 0
-
-    def extend(self, values: Sequence[int]) -> None:
-        end = self.size + len(values)
-        if end > self.data.shape[0]:
-            grown = np.zeros(max(end, 2 * self.data.shape[0]), dtype=self.data.dtype)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size : end] = values
-        self.size = end
-
-
 class FlowNetwork:
     """The set of flows in progress on a topology's directed links."""
 
@@ -104,14 +87,7 @@ class FlowNetwork:
         # Link lists: per distinct list, its links as listed and its distinct links (in
         # order of first listing), both as offsets into growing arrays.
         self._paths: dict[tuple[int, ...], int] = {}
-        self._listed = _Growing(np.int64)
-        self._listed_ptr = _Growing(np.int64)
-        self._listed_ptr.extend([0])
-        self._distinct = _Growing(np.int64)
-        self._distinct_ptr = _Growing(np.int64)
-        self._distinct_ptr.extend([0])
         self._distinct_of: list[tuple[int, ...]] = []
-        self._distinct_set: list[frozenset[int]] = []
         self._alone: list[float] = []  # per path: the rate of one flow alone on it (-1: not yet known)
         self._binding = BindingLinks(self.capacity)  # per path, the links progressive filling walks
         # Flow slots, in the order flows started (compaction keeps that order): state,
@@ -153,12 +129,7 @@ class FlowNetwork:
         if pid is None:
             distinct = tuple(dict.fromkeys(links))
             pid = self._paths[links] = len(self._alone)
-            self._listed.extend(links)
-            self._listed_ptr.extend([self._listed.size])
-            self._distinct.extend(distinct)
-            self._distinct_ptr.extend([self._distinct.size])
             self._distinct_of.append(distinct)
-            self._distinct_set.append(frozenset(distinct))
             self._binding.add(links)
             self._alone.append(-1.0)
         return pid
@@ -179,12 +150,13 @@ class FlowNetwork:
         self._path_of[slot] = pid
         self._values[REMAINING, slot] = nbytes
         occupancy = self.occupancy
+        for lid in self._distinct_of[pid]:
+            occupancy[lid] += 1
         dirty = self._dirty
         alone = True
-        for lid in self._distinct_of[pid]:
-            if occupancy[lid]:
+        for lid in self._binding.kept_of[pid]:  # the links that can bind: only they are re-rated
+            if occupancy[lid] > 1:
                 alone = False
-            occupancy[lid] += 1
             dirty[lid] = None
         self._last_alone = alone
         self._started += 1
@@ -231,13 +203,16 @@ class FlowNetwork:
         self._due = []
         dirty = self._dirty
         occupancy = self.occupancy
+        kept_of = self._binding.kept_of
         for flow in due:
             slot = flow.slot  # type: ignore[union-attr]
             self._state[slot] = FREE
             self._ended += 1
             self._flows[slot] = None  # its callback may hold the caller: let it go now
-            for lid in self._distinct_of[self._path_of[slot]]:
+            pid = self._path_of[slot]
+            for lid in self._distinct_of[pid]:
                 occupancy[lid] -= 1
+            for lid in kept_of[pid]:
                 if occupancy[lid]:  # a link left idle has nobody to speed up
                     dirty[lid] = None
             if dirty:
@@ -272,9 +247,11 @@ class FlowNetwork:
         started = self._started
         self._started = 0
         now = self.clock.now
+        binding = self._binding
+        kept = binding.kept
         if started == 1 and self._last_alone and last is not None:
             pid = int(self._path_of[last.slot])
-            if dirty.keys() == self._distinct_set[pid]:
+            if dirty.keys() == binding.kept_set[pid]:
                 # The flow that just started alone is the only flow on its links now, and
                 # the dirty links are its links: its rate is its link list's alone rate.
                 rate = self._alone[pid]
@@ -282,8 +259,8 @@ class FlowNetwork:
                 if rate < 0.0:
                     rate = self._alone[pid] = float(
                         _progressive_filling(
-                            np.array([slot]), self._path_of, self._listed.data, self._listed_ptr.data,
-                            self._listed_ptr.data[1:], self.capacity, self._scratch,
+                            np.array([slot]), self._path_of, kept.ids, kept.start, kept.end, self.capacity,
+                            self._scratch,
                         )[0]
                     )  # fmt: skip
                 self._seq = _set_rate(slot, rate, now, self._state, self._values, self._order, self._seq)
@@ -301,17 +278,16 @@ class FlowNetwork:
                 return
         if dirty:
             if self._on_links is None:
+                distinct = binding.kept_distinct
                 self._on_links = _flows_on_links(
-                    self._used, self._state, self._path_of, self._distinct.data, self._distinct_ptr.data,
+                    self._used, self._state, self._path_of, distinct.ids, distinct.start, distinct.end,
                     self.capacity.shape[0],
                 )  # fmt: skip
             on_ptr, on_flows = self._on_links
-            binding = self._binding
             self._seq = _rebalance_component(
                 np.fromiter(dirty, dtype=np.int64, count=len(dirty)), self._used, on_ptr, on_flows,
                 self._state, self._path_of, self._values, self._order, self._seq,
-                self._listed.data, self._listed_ptr.data, binding.kept, binding.start, binding.end,
-                self.capacity, self._scratch, now,
+                kept.ids, kept.start, kept.end, self.capacity, self._scratch, now,
             )  # fmt: skip
         self._arm()
 
@@ -363,22 +339,25 @@ def _set_rate(
 def _rebalance_component(
     dirty: np.ndarray, used: int, on_ptr: np.ndarray, on_flows: np.ndarray, state: np.ndarray,
     path_of: np.ndarray, values: np.ndarray, order: np.ndarray, seq: int,
-    listed: np.ndarray, listed_ptr: np.ndarray, kept: np.ndarray, kept_start: np.ndarray, kept_end: np.ndarray,
-    capacity: np.ndarray, scratch: np.ndarray, now: float,
+    listed: np.ndarray, start: np.ndarray, end: np.ndarray, capacity: np.ndarray, scratch: np.ndarray, now: float,
 ) -> int:  # fmt: skip
     """Recompute the max-min rates of every flow connected to a ``dirty`` link.
 
     ``on_ptr, on_flows``: per link, the flows on it in start order (:func:`_flows_on_links`,
-    possibly from before some of them ended). The component is found over every link (its
-    order sets the order of completions at one instant) and filled over the links that can
-    bind (``kept``, :class:`sim.binding.BindingLinks`). Returns the next completion-order number.
+    possibly from before some of them ended); ``listed[start[p]:end[p]]``: path ``p``'s links
+    that can bind (:class:`sim.binding.BindingLinks`). The component is taken in the order
+    its flows started, which is the order their completion times are set in: the order of
+    a breadth-first search would depend on which links are left out. Returns the next
+    completion-order number.
     ``scratch`` (one entry per link, all -1) is left as it was found.
     """
-    comp = _component(dirty, used, state, path_of, listed, listed_ptr, on_ptr, on_flows, capacity.shape[0])
+    comp = np.sort(
+        _component(dirty, used, state, path_of, listed, start, end, on_ptr, on_flows, capacity.shape[0])
+    )
     if comp.shape[0] == 0:
         return seq
-    new_rate = _progressive_filling(comp, path_of, kept, kept_start, kept_end, capacity, scratch)
-    for i in range(comp.shape[0]):  # component order: the order completion times are set in
+    new_rate = _progressive_filling(comp, path_of, listed, start, end, capacity, scratch)
+    for i in range(comp.shape[0]):  # start order: the order completion times are set in
         s = comp[i]
         rate = new_rate[i]
         if rate != values[RATE, s] or state[s] != RATED:  # else unchanged: its completion time stands
@@ -388,7 +367,7 @@ def _rebalance_component(
 
 @numba.njit(cache=True)
 def _flows_on_links(
-    used: int, state: np.ndarray, path_of: np.ndarray, distinct: np.ndarray, distinct_ptr: np.ndarray,
+    used: int, state: np.ndarray, path_of: np.ndarray, distinct: np.ndarray, start: np.ndarray, end: np.ndarray,
     n_links: int,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Per link, the flows in progress on it (once each), in the order they started (CSR)."""
@@ -396,7 +375,7 @@ def _flows_on_links(
     for s in range(used):
         if state[s] != FREE:
             p = path_of[s]
-            for k in range(distinct_ptr[p], distinct_ptr[p + 1]):
+            for k in range(start[p], end[p]):
                 on_count[distinct[k] + 1] += 1
     on_ptr = np.cumsum(on_count)
     on_flows = np.empty(on_ptr[n_links], dtype=np.int64)
@@ -404,7 +383,7 @@ def _flows_on_links(
     for s in range(used):
         if state[s] != FREE:
             p = path_of[s]
-            for k in range(distinct_ptr[p], distinct_ptr[p + 1]):
+            for k in range(start[p], end[p]):
                 lid = distinct[k]
                 on_flows[fill[lid]] = s
                 fill[lid] += 1
@@ -413,8 +392,8 @@ def _flows_on_links(
 
 @numba.njit(cache=True)
 def _component(
-    dirty: np.ndarray, used: int, state: np.ndarray, path_of: np.ndarray, listed: np.ndarray,
-    listed_ptr: np.ndarray, on_ptr: np.ndarray, on_flows: np.ndarray, n_links: int,
+    dirty: np.ndarray, used: int, state: np.ndarray, path_of: np.ndarray, listed: np.ndarray, start: np.ndarray,
+    end: np.ndarray, on_ptr: np.ndarray, on_flows: np.ndarray, n_links: int,
 ) -> np.ndarray:  # fmt: skip
     """The flows in progress connected to a ``dirty`` link: breadth first from them, a link's
     flows in start order (ended flows still listed in ``on_flows`` are passed over)."""
@@ -441,7 +420,7 @@ def _component(
                     comp[m] = s
                     m += 1
                     p = path_of[s]
-                    for k in range(listed_ptr[p], listed_ptr[p + 1]):
+                    for k in range(start[p], end[p]):
                         other = listed[k]
                         if not link_seen[other]:
                             link_seen[other] = True

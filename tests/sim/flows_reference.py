@@ -27,11 +27,13 @@ class _Path:
 
 
 class Flow:
-    __slots__ = ("links", "path", "remaining", "rate", "updated", "version", "on_done")
+    __slots__ = ("links", "path", "remaining", "rate", "updated", "version", "on_done", "number")
 
     def __init__(
-        self, links: tuple[int, ...], path: _Path, nbytes: float, now: float, on_done: Callable[[], None]
-    ):
+        self, links: tuple[int, ...], path: _Path, nbytes: float, now: float, on_done: Callable[[], None],
+        number: int,
+    ):  # fmt: skip
+        self.number = number  # flows started before it
         self.links = links
         self.path = path
         self.remaining = float(nbytes)
@@ -58,13 +60,15 @@ class FlowNetwork:
         self._last: Flow | None = None  # the flow started last
         self._last_alone = False  # it found its links empty
         self._started = 0  # flows started since the last rebalance
+        self._flows_started = 0
 
     def start(self, links: tuple[int, ...], nbytes: float, on_done: Callable[[], None]) -> Flow:
         """Start moving ``nbytes`` over ``links`` (non-empty); ``on_done()`` runs when the last byte is through."""
         path = self._paths.get(links)
         if path is None:
             path = self._paths[links] = _Path(links, self.flows_on)
-        flow = self._last = Flow(links, path, nbytes, self.clock.now, on_done)
+        flow = self._last = Flow(links, path, nbytes, self.clock.now, on_done, self._flows_started)
+        self._flows_started += 1
         self._last_alone = not any(path.sets)
         self._started += 1
         for on_link in path.sets:
@@ -127,10 +131,10 @@ class FlowNetwork:
             frontier = grown
         if not comp_flows:
             return
-        flows = list(comp_flows)
+        flows = sorted(comp_flows, key=lambda f: f.number)
         rates = self._max_min(flows)
         reschedule = self._reschedule
-        for f, rate in zip(flows, rates, strict=True):  # component order: deterministic rescheduling
+        for f, rate in zip(flows, rates, strict=True):  # start order: deterministic rescheduling
             if rate != f.rate or not f.version:  # else unchanged: its scheduled completion stands
                 reschedule(f, rate)
 

@@ -8,7 +8,10 @@ order. Capacities are round (exact ties between links) or thirds and tenths (tie
 rounding breaks by an ulp, where progressive filling must still pick what a scan of the
 links in order picks). The golden traces (``test_golden_traces.py``, written with the Python
 network) hold bit for bit too; their ``hopgnn-all-sage-products`` case is the one that
-catches a progressive filling that misses an ulp-shrunk share.
+catches a progressive filling that misses an ulp-shrunk share. Both networks re-rate a
+component in the order its flows started (since 2026-11-27; before, in the order of a
+breadth-first search from the changed links): three golden traces were rewritten then,
+their task times moved by at most 2.1e-17 s and their makespans not at all.
 """
 
 from __future__ import annotations
