@@ -60,6 +60,9 @@ class BindingLinks:
         self.kept_distinct = _Listing()
         self.kept_of: list[tuple[int, ...]] = []
         self.kept_set: list[frozenset[int]] = []
+        # Per list, every link once in order of first listing; ``kept_of[p] is distinct_of[p]``
+        # when none of its links is left out (the flow network's fast path).
+        self.distinct_of: list[tuple[int, ...]] = []
         self.put_back = 0  # links put back so far
 
     @property
@@ -73,11 +76,12 @@ class BindingLinks:
         self._lists.append(tuple(links))
         self.kept_of.append(())
         self.kept_set.append(frozenset())
-        distinct = list(dict.fromkeys(links))
+        distinct = tuple(dict.fromkeys(links))
+        self.distinct_of.append(distinct)
         for lid in distinct:
             self._lists_through[lid].append(pid)
         if len(distinct) < len(links):
-            self._pinned[distinct] = True
+            self._pinned[list(distinct)] = True
         else:
             first, last = links[0], links[-1]
             self._pinned[[first, last]] = True
@@ -114,7 +118,9 @@ class BindingLinks:
     def _list(self, pid: int) -> None:
         """(Re)write list ``pid``'s kept links (an old listing is left behind as garbage)."""
         kept = [lid for lid in self._lists[pid] if not self._left_out[lid]]
-        distinct = tuple(dict.fromkeys(kept))
+        distinct = self.distinct_of[pid]
+        if len(kept) < len(self._lists[pid]):
+            distinct = tuple(dict.fromkeys(kept))
         self.kept.put(pid, kept)
         self.kept_distinct.put(pid, distinct)
         self.kept_of[pid] = distinct

@@ -87,7 +87,6 @@ class FlowNetwork:
         # Link lists: per distinct list, its links as listed and its distinct links (in
         # order of first listing), both as offsets into growing arrays.
         self._paths: dict[tuple[int, ...], int] = {}
-        self._distinct_of: list[tuple[int, ...]] = []
         self._alone: list[float] = []  # per path: the rate of one flow alone on it (-1: not yet known)
         self._binding = BindingLinks(self.capacity)  # per path, the links progressive filling walks
         # Flow slots, in the order flows started (compaction keeps that order): state,
@@ -127,9 +126,7 @@ class FlowNetwork:
     def _path(self, links: tuple[int, ...]) -> int:
         pid = self._paths.get(links)
         if pid is None:
-            distinct = tuple(dict.fromkeys(links))
             pid = self._paths[links] = len(self._alone)
-            self._distinct_of.append(distinct)
             self._binding.add(links)
             self._alone.append(-1.0)
         return pid
@@ -150,14 +147,23 @@ class FlowNetwork:
         self._path_of[slot] = pid
         self._values[REMAINING, slot] = nbytes
         occupancy = self.occupancy
-        for lid in self._distinct_of[pid]:
-            occupancy[lid] += 1
         dirty = self._dirty
         alone = True
-        for lid in self._binding.kept_of[pid]:  # the links that can bind: only they are re-rated
-            if occupancy[lid] > 1:
-                alone = False
-            dirty[lid] = None
+        distinct = self._binding.distinct_of[pid]
+        kept = self._binding.kept_of[pid]  # the links that can bind: only they are re-rated
+        if kept is not distinct:
+            for lid in distinct:
+                occupancy[lid] += 1
+            for lid in kept:
+                if occupancy[lid] > 1:
+                    alone = False
+                dirty[lid] = None
+        else:
+            for lid in distinct:
+                if occupancy[lid]:
+                    alone = False
+                occupancy[lid] += 1
+                dirty[lid] = None
         self._last_alone = alone
         self._started += 1
         self._rebalance_later()
@@ -204,17 +210,26 @@ class FlowNetwork:
         dirty = self._dirty
         occupancy = self.occupancy
         kept_of = self._binding.kept_of
+        distinct_of = self._binding.distinct_of
         for flow in due:
             slot = flow.slot  # type: ignore[union-attr]
             self._state[slot] = FREE
             self._ended += 1
             self._flows[slot] = None  # its callback may hold the caller: let it go now
             pid = self._path_of[slot]
-            for lid in self._distinct_of[pid]:
-                occupancy[lid] -= 1
-            for lid in kept_of[pid]:
-                if occupancy[lid]:  # a link left idle has nobody to speed up
-                    dirty[lid] = None
+            distinct = distinct_of[pid]
+            kept = kept_of[pid]
+            if kept is not distinct:
+                for lid in distinct:
+                    occupancy[lid] -= 1
+                for lid in kept:
+                    if occupancy[lid]:  # a link left idle has nobody to speed up
+                        dirty[lid] = None
+            else:
+                for lid in distinct:
+                    occupancy[lid] -= 1
+                    if occupancy[lid]:
+                        dirty[lid] = None
             if dirty:
                 self._rebalance_later()
             flow.on_done()  # type: ignore[union-attr]
