@@ -1,21 +1,23 @@
 """Which links of a flow network can ever limit a rate: the rest are left out of progressive filling.
 
-A link L whose capacity exceeds the total capacity of the links its flows enter by can
-never be full: every flow on L also crosses its own first link, so the flows on L move at
-most the sum of those first links' capacities, whatever else they share. The same holds
-for the links they leave by. Such a constraint is implied by others, so the max-min fair
-rates are the same with or without it (the feasible set is the same, and the max-min fair
-point of a set is unique); progressive filling just has fewer links to walk. On a fat
-tree this is most of a path: of a GPU-to-GPU route across machines (GPU -> PCIe switch ->
-NIC -> leaf -> spine -> leaf -> NIC -> PCIe switch -> GPU), only the two ends and shared
-PCIe or spine links can bind, which cuts the work of a rebalance by about five.
+A link L can never be full when its capacity exceeds the total capacity of the links that
+feed it: for each link list through L, its narrowest link before L (the last of them, if
+several are as narrow), which every flow of that list also crosses. The flows on L then
+move at most the sum of those links' capacities, whatever else they share. The same holds
+for the narrowest links after L. Such a constraint is implied by others, so the max-min
+fair rates are the same with or without it (the feasible set is the same, and the max-min
+fair point of a set is unique); progressive filling just has fewer links to walk. On a fat
+tree this is most of a path: of a route across machines (GPU or host memory -> PCIe switch
+-> NIC -> leaf -> spine -> leaf -> NIC -> PCIe switch -> GPU), the NIC, leaf and spine
+links are fed by PCIe links narrower than they are, together, and are left out.
 
 The bound is over every link list registered so far (a superset of the flows in progress,
 so it only errs towards keeping a link). It is kept exactly:
 
-- a link list's first and last links are never left out (they are the bounds), nor is
-  any link of a list that names a link twice (a collective step's chunks: a flow then
-  takes its rate once per listing, and the bound above counts it once);
+- a link that bounds another is never left out (its constraint must hold), nor is any link
+  of a list that names a link twice (a collective step's chunks: a flow then takes its
+  rate once per listing, and the bound above counts it once); a list's first link has
+  nothing before it, so only the links after it can bound it (and the last, before);
 - a link is left out when first seen if it can be, and put back, for good, once a new
   link list through it breaks the bound (the bound only grows as lists are added);
 - the bound must clear the capacity by a relative ``SLACK``: a link that can just fill up
@@ -48,7 +50,7 @@ class BindingLinks:
         self._pinned = np.zeros(n_links, dtype=np.bool_)  # never left out
         self._left_out = np.zeros(n_links, dtype=np.bool_)
         self._seen = np.zeros(n_links, dtype=np.bool_)
-        self._entries: list[set[int]] = [set() for _ in range(n_links)]  # first links of lists through it
+        self._entries: list[set[int]] = [set() for _ in range(n_links)]  # its feeders (see _add_bounds)
         self._exits: list[set[int]] = [set() for _ in range(n_links)]
         self._entry_capacity = np.zeros(n_links)
         self._exit_capacity = np.zeros(n_links)
@@ -83,16 +85,7 @@ class BindingLinks:
         if len(distinct) < len(links):
             self._pinned[list(distinct)] = True
         else:
-            first, last = links[0], links[-1]
-            self._pinned[[first, last]] = True
-            capacity = self._capacity
-            for lid in distinct:
-                if first not in self._entries[lid]:
-                    self._entries[lid].add(first)
-                    self._entry_capacity[lid] += capacity[first]
-                if last not in self._exits[lid]:
-                    self._exits[lid].add(last)
-                    self._exit_capacity[lid] += capacity[last]
+            self._add_bounds(links)
         put_back = []
         for lid in distinct:
             can_leave_out = self._can_leave_out(lid)
@@ -108,6 +101,35 @@ class BindingLinks:
             for other in self._lists_through[lid]:
                 if other != pid:
                     self._list(other)
+
+    def _add_bounds(self, links: Sequence[int]) -> None:
+        """Each link's feeder on this list (its narrowest link before, the last of equals) and
+        drain (the narrowest after, the first of equals) join its bounds, and are pinned."""
+        capacity = self._capacity
+        n = len(links)
+        feeder = [-1] * n
+        best = -1
+        for i in range(1, n):
+            if best < 0 or capacity[links[i - 1]] <= capacity[best]:
+                best = links[i - 1]
+            feeder[i] = best
+        drain = [-1] * n
+        best = -1
+        for i in range(n - 2, -1, -1):
+            if best < 0 or capacity[links[i + 1]] <= capacity[best]:
+                best = links[i + 1]
+            drain[i] = best
+        for i, lid in enumerate(links):
+            for bound, seen, total in (
+                (feeder[i], self._entries, self._entry_capacity),
+                (drain[i], self._exits, self._exit_capacity),
+            ):
+                if bound < 0:
+                    total[lid] = np.inf  # nothing on this side of it: unbounded
+                elif bound not in seen[lid]:
+                    seen[lid].add(bound)
+                    total[lid] += capacity[bound]
+                    self._pinned[bound] = True
 
     def _can_leave_out(self, lid: int) -> bool:
         if self._pinned[lid]:
