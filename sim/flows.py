@@ -26,7 +26,7 @@ which ends every flow due then, in the order their completion times were set (th
 order their completion events had when each flow had its own).
 
 Only the links that can bind are walked (:mod:`sim.binding`): on a fat tree most links
-of a route are wider than the links its flows enter and leave by, and leaving them out
+of a route are wider than the narrower links that feed them, together, and leaving them out
 gives the same rates to the bit while components split where only such links joined them
 (an all-to-all's flows out of one machine and into another share only the spine). A
 component is re-rated in the order its flows started, so that completions due at one
