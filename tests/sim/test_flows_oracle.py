@@ -53,20 +53,24 @@ def _all_to_all_flows(rng: np.random.Generator, hosts: int, n_flows: int) -> lis
 
 def _tree_flows(rng: np.random.Generator, hosts: int, n_flows: int) -> tuple[list[Spec], list[float]]:
     # A fat tree's layers, as the route of a GPU-to-GPU copy across machines crosses them:
-    # each host's injection link, NIC uplink, one of two core links, the receiver's NIC
+    # each host's injection link, NIC uplink, its half's core link, the receiver's NIC
     # downlink and ejection link. NIC links are a little wider than the injection links
-    # (some by less than the slack, some exactly as wide) and core links wider still, so
-    # links are left out of filling, and core links are put back as more hosts use them;
-    # about one flow in 25, from host 0, is a collective step that lists its links twice (they are
-    # never left out after).
+    # (some by less than the slack, some exactly as wide, some narrower). Each core link is
+    # as wide as the narrower of its half's two uplink links, summed, times 1.05 (it can be
+    # left out once every host of the half has sent) or 0.6 (it binds: leaving it out
+    # would change rates). About one flow in 25, from host 0, is a collective step that
+    # lists its links twice (they are never left out after).
     inject = rng.choice(THIRDS, size=hosts)
     nic_factor = rng.choice([1.04, 1.0, 1.0 + 1e-12, 0.9], size=hosts)
-    capacity = [*inject, *(inject * nic_factor), 2.5, 4.0, *(inject * nic_factor[::-1]), *inject[::-1]]
+    feeds = np.minimum(inject, inject * nic_factor)
+    half = hosts // 2
+    cores = [1.05 * feeds[:half].sum(), 0.6 * feeds[half:].sum()]
+    capacity = [*inject, *(inject * nic_factor), *cores, *(inject * nic_factor[::-1]), *inject[::-1]]
     up, core, down, eject = hosts, 2 * hosts, 2 * hosts + 2, 3 * hosts + 2
     specs = []
     for _ in range(n_flows):
         a, b = (int(x) for x in rng.choice(hosts, size=2, replace=False))
-        links = (a, up + a, core + int(rng.integers(0, 2)), down + b, eject + b)
+        links = (a, up + a, core + int(a >= half), down + b, eject + b)
         if a == 0 and rng.random() < 0.5:
             links = links + links
         specs.append((links, float(rng.integers(1, 50))))
