@@ -79,7 +79,8 @@ def test_cache_off_writes_nothing(tmp_path) -> None:
 def test_default_cache_dir_follows_environment(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("GNNWB_CACHE", str(tmp_path / "c"))
     g = load_dataset("er:n=500,deg=4")
-    assert g.meta["cache_path"].startswith(str(tmp_path / "c"))
+    # one root for every cache: graphs beside samples/ and spine/, not among them
+    assert g.meta["cache_path"].startswith(str(tmp_path / "c" / "graphs") + "/")
 
 
 @pytest.mark.parametrize(

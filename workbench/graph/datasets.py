@@ -15,8 +15,8 @@
 4. a **path**: a graph saved by :func:`workbench.graph.io.save_graph` (``.npz``), a DGL
    ``save_graphs`` file (``.bin``) or an OGB node-property data set folder.
 
-Generated graphs are cached on disk (``$GNNWB_CACHE`` or ``~/.cache/gnnwb/graphs``) under
-a hash of the generator, all its parameters and the file format version.
+Generated graphs are cached on disk (``$GNNWB_CACHE/graphs``, else ``~/.cache/gnnwb/graphs``:
+the same root as the sample, spine and fidelity caches) under a hash of the generator, all its parameters and the file format version.
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ _NODE_DATA_KEYS: dict[str, Any] = {
 
 def default_cache_dir() -> Path:
     env = os.environ.get("GNNWB_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "gnnwb" / "graphs"
+    return (Path(env) if env else Path.home() / ".cache" / "gnnwb") / "graphs"
 
 
 def load_dataset(
