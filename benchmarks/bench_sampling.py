@@ -44,7 +44,12 @@ are ratios to DGL of that moment. Side by side on 2026-11-26 (2-core AMD EPYC, l
 ``neighbor`` sampler has not changed since) and after: neighbor 81.4 / 79.8 against 78.3 /
 80.4 minibatches/s, 1.48x / 1.50x against 1.48x / 1.20x DGL (DGL 53-67 minibatches/s);
 bulk-matrix 3.71x / 3.77x against 4.04x / 3.10x. The neighbor line fails on this machine
-before the issue as after it: it measures DGL's pace, not a change here.
+before the issue as after it: it measures DGL's pace, not a change here. Again 2026-11-27
+(quiet, 14360dc and 3cbd44b alternately, three rounds each, this script run on each tree's
+code): neighbor 57.7 / 62.3 / 60.8 against 62.6 / 63.9 / 62.5 minibatches/s (1.24-1.45x
+against 1.30-1.54x DGL, DGL 39.6-49.1), bulk-matrix 138.3 / 150.9 / 149.9 against 149.0 /
+146.8 / 154.3 (3.06-3.49x against 3.10-3.53x): no change, and both lines fail as often
+before as after.
 """
 
 from __future__ import annotations
