@@ -4,6 +4,7 @@ configurations load and prepare (the memory policies' arenas grown with the grap
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,29 @@ from studies.validate import cases
 
 def test_every_level_of_every_factor_is_fitted_and_held_out() -> None:
     points = fg.scheme_grid([2, 4])
-    assert len(points) == len(cases()) * len(fg.FAMILIES) * len(fg.WIDTHS) * 2
+    shared = [c for c in cases() if c.one_machine]
+    assert shared, "validate's cases have a one-machine case (NeuGraph)"
+    per_count = len(fg.FAMILIES) * len(fg.WIDTHS)
+    assert len(points) == len(cases()) * per_count * 2 + len(shared) * per_count
+    grid = [p for p in points if p.workers in (2, 4)]
     for attr in ("family", "width", "workers"):
-        for level in {getattr(p, attr) for p in points}:
-            assert {p.held_out for p in points if getattr(p, attr) == level} == {True, False}, (attr, level)
+        for level in {getattr(p, attr) for p in grid}:
+            assert {p.held_out for p in grid if getattr(p, attr) == level} == {True, False}, (attr, level)
     for case in cases():
-        halves = {p.held_out for p in points if p.case == case}
-        # NeuGraph's workers share one server: on CPU modelled on another cluster, so held out.
-        assert halves == ({True} if case.one_machine else {True, False}), case.name
+        # NeuGraph's workers share one server: on CPU modelled on another cluster, so held out;
+        # its one-worker runs (one machine, no sharing) are fitted, on every family and width.
+        several = {p.held_out for p in grid if p.case == case}
+        assert several == ({True} if case.one_machine else {True, False}), case.name
+        one = [p for p in points if p.case == case and p.workers == 1]
+        assert len(one) == (per_count if case.one_machine else 0), case.name
+        assert not any(p.held_out or p.one_machine for p in one)
+        assert {(p.family, p.width) for p in one} == (
+            set(itertools.product(fg.FAMILIES, fg.WIDTHS)) if case.one_machine else set()
+        )
     assert all(p.one_machine == (p.case.one_machine and p.workers > 1) for p in points)
+    assert len({p.name for p in points}) == len(points)
+    # asked for one worker already, nothing is added
+    assert len(fg.scheme_grid([1, 2])) == len(cases()) * per_count * 2
 
 
 def test_the_second_set_varies_values_never_fitted() -> None:
