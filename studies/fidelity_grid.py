@@ -7,8 +7,9 @@ calibration: a checkerboard over the levels' indices (their sum odd), so every l
 factor is in both halves (tests/studies check it); where a scheme's workers must share one server
 (NeuGraph) and there are several, the run is modelled on the one-machine cluster and held out, as
 validate does, and its one-worker runs on every family and width are fitted in their place (its
-kernels are fitted no other way). A **second held-out set** varies values no fitted configuration has: a graph of
-twice the vertices and a width between the two, each configuration once, on the first worker count.
+kernels are fitted no other way). A **second held-out set** varies values no fitted configuration
+has: a graph of twice the vertices and a width between the two, each configuration once, on the
+first worker count.
 
 Everything else (running, repeats kept and not rerun, calibration on the first half's warm
 epochs, scoring) is :mod:`studies.fidelity_experiment`'s; the second set is scored into

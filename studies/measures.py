@@ -190,7 +190,7 @@ def measure_fidelity(point: Any) -> dict[str, Any]:
     import pandas as pd
 
     from studies.fidelity_experiment import FidelityOptions, fidelity
-    from workbench.epoch import default_cache_dir
+    from workbench.cache_root import cache_root
     from workbench.errors import WorkbenchError
 
     if multiprocessing.current_process().daemon:
@@ -200,7 +200,7 @@ def measure_fidelity(point: Any) -> dict[str, Any]:
         )
     settings = dict(point.config["fidelity"])
     settings["workers"] = tuple(settings["workers"])
-    out = default_cache_dir().parent / "fidelity" / point.key
+    out = cache_root() / "fidelity" / point.key
     summary = fidelity(FidelityOptions(out, **settings))
     table = pd.read_csv(out / "table.csv").to_dict("records")
     return {

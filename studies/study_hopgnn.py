@@ -249,7 +249,7 @@ def no_sampling_profile() -> str:
     from dataclasses import asdict
 
     from sim.costmodel import DEFAULT_CPU, DEFAULT_GPU
-    from workbench.epoch import default_cache_dir
+    from workbench.cache_root import cache_root
     from workbench.tomlfile import toml_text
 
     profile = {
@@ -265,7 +265,7 @@ def no_sampling_profile() -> str:
         },
     }
     text = toml_text(profile)
-    path = default_cache_dir().parent / NAME / "no-sampling.profile.toml"
+    path = cache_root() / NAME / "no-sampling.profile.toml"
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

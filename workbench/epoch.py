@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from workbench.atomic import write_npz_atomically
+from workbench.cache_root import cache_root
 from workbench.errors import ConfigError
 from workbench.graph.csr import CSRGraph
 from workbench.strategies.sampling.base import Block, Minibatch, Sampler
@@ -317,8 +318,7 @@ def bulk_matrix_streams(
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("GNNWB_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "gnnwb") / "samples"
+    return cache_root() / "samples"
 
 
 def graph_fingerprint(graph: CSRGraph) -> str:

@@ -33,7 +33,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from workbench.atomic import write_npz_atomically
-from workbench.epoch import default_cache_dir, graph_fingerprint
+from workbench.cache_root import cache_root
+from workbench.epoch import graph_fingerprint
 from workbench.graph.csr import CSRGraph
 from workbench.strategies.partition.base import Partitioner, PartitionResult
 from workbench.strategies.placement.base import (
@@ -57,7 +58,7 @@ _GRAPH_FINGERPRINTS: list[tuple[CSRGraph, str]] = []  # the last graphs fingerpr
 
 def spine_cache_dir(cache_dir: str | os.PathLike | None) -> Path:
     """``<cache_dir>/spine`` when a run names its sample cache folder, else ``$GNNWB_CACHE/spine``."""
-    return (Path(cache_dir) if cache_dir is not None else default_cache_dir().parent) / "spine"
+    return (Path(cache_dir) if cache_dir is not None else cache_root()) / "spine"
 
 
 def graph_key(graph: CSRGraph) -> str:

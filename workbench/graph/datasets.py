@@ -15,8 +15,9 @@
 4. a **path**: a graph saved by :func:`workbench.graph.io.save_graph` (``.npz``), a DGL
    ``save_graphs`` file (``.bin``) or an OGB node-property data set folder.
 
-Generated graphs are cached on disk (``$GNNWB_CACHE/graphs``, else ``~/.cache/gnnwb/graphs``:
-the same root as the sample, spine and fidelity caches) under a hash of the generator, all its parameters and the file format version.
+Generated graphs are cached on disk in ``graphs/`` under :func:`workbench.cache_root.cache_root`
+(``$GNNWB_CACHE``, else ``~/.cache/gnnwb``), under a hash of the generator, all its parameters
+and the file format version.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.cache_root import cache_root
 from workbench.errors import ConfigError, GraphFormatError, UnknownNameError
 from workbench.graph import io, specs
 from workbench.graph.csr import CSRGraph
@@ -217,8 +219,7 @@ _NODE_DATA_KEYS: dict[str, Any] = {
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("GNNWB_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "gnnwb") / "graphs"
+    return cache_root() / "graphs"
 
 
 def load_dataset(
