@@ -59,6 +59,16 @@ products was measured slower, and with ``parallel=True`` fragile under load. The
 not appear here: end to end equals the sum of its parts within 0.01-0.03 s, first call
 included.
 
+2026-11-27 (a slower machine of the same kind: METIS 14-17 s; load 0.5-0.9): the graph keeps
+``indices`` in int32 since the graph store narrowed them, and the estimate's ``A^T`` converted them
+back to int64, a 165 MB copy on every call whose first touch cost 0.35 s in a fresh process; it now
+narrows ``indptr`` instead (same products, byte-identical probabilities on four settings). The
+commit before (1d71a43, a worktree) and after, alternately, ``--runs 1 --skip-exact`` three times
+each: estimate 0.35-0.45 s -> 0.27-0.31 s (median of 3); end to end first call 0.98-1.18 s ->
+0.46-0.99 s, median 0.49-0.55 s -> 0.45-0.51 s; METIS / song-jiang median 28.8x, 32.2x, 34.7x ->
+34.4x, 32.5x, 38.0x. Then ``--runs 3`` after: 37.1x, 41.2x, 38.3x median (first call 22.9x,
+42.5x, 32.1x): PASS.
+
 With the estimate's products in float64 the first call took 0.79 s (15.6x): its 165 MB
 array of ones is first touched there. Under load (other jobs on both cores) every
 figure doubles or worse, METIS included; compare ratios from one run only.
