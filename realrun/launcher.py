@@ -19,8 +19,9 @@ merges them into the run's folder (``--out``, default ``reports/runs/<name>-real
 ``plan.json``          the plan the workers ran (:meth:`workbench.plan.Plan.save`): calibration and
                        ``gnnwb trace show`` read it rather than rebuilding one that may differ
 ``hardware.toml``      the cluster the plan was built for (the layout ``gnnwb hardware export`` writes)
-``load.json``          the machine's 1-minute load average before and after the run, CPUs and workers
-                       (``gnnwb calibrate`` warns when traces were taken under different loads)
+``load.json``          other processes' share of the machine's CPU time while the workers ran, and the
+                       1-minute load average before and after the run, CPUs and workers (``gnnwb
+                       calibrate`` warns when traces were taken under different loads)
 ``parts/``             each worker's raw rows
 
 Across machines the same worker runs under torchrun (every process prepares the run
@@ -71,6 +72,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from realrun.machine_cpu import cpu_sample, others_share
 from workbench import validate
 from workbench.config import RunConfig, StrategyConfig, load_config
 from workbench.errors import ConfigError, WorkbenchError
@@ -289,11 +291,13 @@ def _launch(
     out = Path(out) if out is not None else default_out(prepared.config)
     parts = _fresh_run_folder(out)
     load_before = os.getloadavg()[0]
+    cpu_before = cpu_sample()
     setup = _worker_setup(
         prepared, plan, parts, device=device, epochs=epochs, evaluate=evaluate,
         collective_timeout=collective_timeout, port=port, net=net, layers=layers, state=state,
     )  # fmt: skip
     error = _run_workers(setup, prepared.inputs.num_workers, net, time_limit, collective_timeout)
+    cpu = others_share(cpu_before, cpu_sample())  # the workers are reaped: their time is the run's own
     summary = finish_run(
         prepared,
         plan,
@@ -303,7 +307,7 @@ def _launch(
         error=error,
         network=net.metadata() if net is not None else None,
     )
-    write_load(out, load_before, prepared.inputs.num_workers)
+    write_load(out, load_before, prepared.inputs.num_workers, cpu)
     if error is not None:
         raise WorkerFailure(
             f"{error}; stopped the other workers; kept {summary.trace_rows} trace rows and "
@@ -312,15 +316,19 @@ def _launch(
     return summary
 
 
-def write_load(out: Path, before: float, workers: int) -> None:
-    """``load.json``: what else ran on the machine, the 1-minute load average just before and just
-    after the run (the run's own workers count in the second), with the CPU and worker counts, so
-    calibration can say when traces were taken under different loads."""
+def write_load(out: Path, before: float, workers: int, cpu: dict[str, Any] | None = None) -> None:
+    """``load.json``: what else ran on the machine, so calibration can say when traces were taken
+    under different loads: the share of the machine's CPU time other processes took while the
+    workers ran (``others_cpu``, ``steal``, ``window_s``: :mod:`realrun.machine_cpu`, Linux only),
+    and the 1-minute load average just before and just after the run with the CPU and worker
+    counts (the average lags: before a run it counts the previous run's workers, after it this
+    run's own)."""
     load = {
         "load_before": before,
         "load_after": os.getloadavg()[0],
         "cpus": os.cpu_count(),
         "workers": workers,
+        **(cpu or {}),
     }
     (out / "load.json").write_text(json.dumps(load) + "\n")
 

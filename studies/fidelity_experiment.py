@@ -574,15 +574,53 @@ def measure(folders: list[Path], epochs: Sequence[int]) -> tuple[Any, list[dict[
 
 
 def machine_load(loads: list[dict[str, float]]) -> dict[str, Any]:
-    """This machine's CPU count and its 1-minute load average around the held-out runs."""
+    """This machine's CPU count, the 1-minute load average around the runs, and the share of the
+    machine's CPU time other processes took while they ran (median and max over the runs that
+    recorded it, ``others_cpu`` in their ``load.json``; None where none did)."""
     import numpy as np
 
     around = [x["load_before"] for x in loads] + [x["load_after"] for x in loads]
+    others = [float(x["others_cpu"]) for x in loads if isinstance(x.get("others_cpu"), int | float)]
     return {
         "cpus": os.cpu_count(),
         "load_median": float(np.median(around)) if loads else None,
         "load_max": max((max(x["load_before"], x["load_after"]) for x in loads), default=None),
+        "others_cpu_median": float(np.median(others)) if others else None,
+        "others_cpu_max": max(others, default=None),
+        "others_cpu_runs": len(others),
     }
+
+
+def machine_was_shared(machine: dict[str, Any], workers: int) -> bool:
+    """Whether other processes shared the cores with the runs: by their share of the CPU time where
+    the runs recorded it (more than ``sim.calibrate.OTHERS_LIMIT`` in some run), else by a load
+    average above the worker count (which, run after run, also counts the previous run's workers)."""
+    from sim.calibrate import OTHERS_LIMIT
+
+    if machine.get("others_cpu_max") is not None:
+        return machine["others_cpu_max"] > OTHERS_LIMIT
+    return machine.get("load_max") is not None and machine["load_max"] > workers
+
+
+def load_sentence(machine: dict[str, Any]) -> str:
+    """How loaded the machine was while the runs ran, in words, for reports and pages."""
+
+    def number(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.2f}"
+
+    average = f"median {number(machine.get('load_median'))}, max {number(machine.get('load_max'))}"
+    if machine.get("others_cpu_median") is not None:
+        return (
+            f"other processes took {machine['others_cpu_median']:.1%} of the machine's CPU time while the "
+            f"runs ran (median over {machine['others_cpu_runs']} runs; max {machine['others_cpu_max']:.1%}). "
+            f"The 1-minute load average around the runs ({average}) counts the runs' own workers and, run "
+            "after run, the previous run's for a minute, so it reads high on a quiet machine."
+        )
+    return (
+        f"1-minute load average around the runs: {average} (a load above the worker count means other "
+        "processes shared the cores, which inflates and scatters the measured times; run after run it also "
+        "counts the previous run's workers for a minute; these runs did not record the CPU time others took)."
+    )
 
 
 def per_scheme(table: Any, by: str = "scheme") -> dict[str, dict[str, float]]:
@@ -657,13 +695,7 @@ def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
     machine = summary["machine"]
     lines += [
         "",
-        f"Machine: {machine['cpus']} CPUs; 1-minute load average around the runs: median "
-        + (
-            f"{machine['load_median']:.2f}, max {machine['load_max']:.2f}"
-            if machine["load_median"] is not None
-            else "n/a"
-        )
-        + " (other processes on the machine inflate and scatter the measured times).",
+        f"Machine: {machine['cpus']} CPUs; {load_sentence(machine)}",
         "",
         _contention_sentence(summary, machine["cpus"]),
     ]

@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from sim.calibrate.fidelity import NOT_PHASES, tails_sentence
+from studies.fidelity_experiment import load_sentence
 from studies.report import ReportPage
 from studies.runner import Point, Study, register_study
 from studies.study_published import overview
@@ -104,10 +105,7 @@ def analyze(results: pd.DataFrame, folder: Path) -> ReportPage:
     if machine:
         page.add(
             "Machine",
-            f"{machine.get('cpus')} CPUs; 1-minute load average around the runs: median "
-            f"{machine.get('load_median') or float('nan'):.2f}, max {machine.get('load_max') or float('nan'):.2f} "
-            "(a load above the worker count means other processes shared the cores: they inflate and "
-            "scatter the measured times).",
+            f"{machine.get('cpus')} CPUs; {load_sentence(machine)}",
         )
     page.add(
         "The papers' testbeds: held-out headline errors per paper",

@@ -814,6 +814,7 @@ def cuda_branch(device: str, out: Path) -> dict[str, Any]:
 def write_page(summary: dict[str, Any], out: Path) -> Path:
     """``index.html``: the result, the CUDA branch, every run, the bytes against the plan, the
     microbenchmarks, the calibration and the fidelity of the held-out runs."""
+    from studies.fidelity_experiment import load_sentence
     from studies.report import ReportPage
 
     verdict = "PASSED" if summary["passed"] else f"FAILED ({len(summary['failures'])} problem(s))"
@@ -853,21 +854,25 @@ def write_page(summary: dict[str, Any], out: Path) -> Path:
             if m.get("gpus")
             else ""
         )
-        + f". The 1-minute load average around the runs: median {_num(m.get('load_median'))}, max "
-        f"{_num(m.get('load_max'))}: "
+        + f". {_capitalised(load_sentence(m))} "
         + (
-            "above the worker count, so other processes shared the cores: they inflate and scatter the "
-            "measured times, which the simulator does not model."
+            "Other processes shared the cores: they inflate and scatter the measured times, which the "
+            "simulator does not model."
             if _load_above_workers(summary)
-            else "not above the worker count, so the runs had the machine's cores to themselves."
+            else "The runs had the machine's cores to themselves."
         ),
     )
     return page.write(out)
 
 
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _load_above_workers(summary: dict[str, Any]) -> bool:
-    load = (summary.get("machine") or {}).get("load_max")
-    return load is not None and load > max(summary.get("workers") or [1])
+    from studies.fidelity_experiment import machine_was_shared
+
+    return machine_was_shared(summary.get("machine") or {}, max(summary.get("workers") or [1]))
 
 
 _RUNS_NOTE = (

@@ -93,3 +93,58 @@ def test_the_profile_records_each_traces_load(tmp_path: Path, capsys: pytest.Cap
 def test_profiles_written_before_loads_were_recorded_still_load() -> None:
     profile = load_profile(REPO / "studies" / "published" / "profiles" / "003_hopgnn.profile.toml")
     assert "load" not in profile.data["provenance"]
+
+
+def _with_others(folder: Path, others: float) -> Path:
+    """The run's load.json with other processes' CPU share as realrun.launcher writes it."""
+    path = folder / "load.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "others_cpu": others, "steal": 0.0, "window_s": 6.0}))
+    return folder
+
+
+def test_others_cpu_decides_over_a_load_average_that_counts_the_previous_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Back-to-back runs: the second's load average (3.7) is its predecessor's 4 workers, but
+    nothing else ran during either (others 1% and 2%): no warning."""
+    first = _with_others(_run(tmp_path, "first", (0.3, 3.5)), 0.01)
+    second = _with_others(_run(tmp_path, "second", (3.7, 2.1)), 0.02)
+    _, err = _calibrate([first, second], tmp_path, capsys)
+    assert "warning" not in err
+    recorded = load_profile(tmp_path / "p.toml").data["provenance"]["load"]
+    assert [entry["others_cpu"] for entry in recorded] == [0.01, 0.02]
+
+
+def test_others_cpu_apart_by_more_than_the_limit_warns_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sim.calibrate import OTHERS_LIMIT
+
+    quiet = _with_others(_run(tmp_path, "quiet", (0.5, 0.5)), 0.03)
+    busy = _with_others(_run(tmp_path, "busy", (0.5, 0.5)), 0.03 + OTHERS_LIMIT + 0.05)
+    _, err = _calibrate([quiet, busy], tmp_path, capsys)
+    (line,) = [line for line in err.splitlines() if "warning" in line]
+    assert f"took 3% of the machine's CPU time while {quiet / 'trace.parquet'} ran" in line
+    assert f"28% while {busy / 'trace.parquet'} ran" in line
+    within = _with_others(_run(tmp_path, "within", (3.0, 3.0)), 0.03 + OTHERS_LIMIT - 0.01)
+    _, err = _calibrate([quiet, within], tmp_path, capsys)
+    assert "warning" not in err
+
+
+def test_a_trace_without_others_cpu_falls_back_to_load_averages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = _with_others(_run(tmp_path, "new", (0.3, 0.3)), 0.0)
+    old = _run(tmp_path, "old", (3.0, 3.0))
+    _, err = _calibrate([new, old], tmp_path, capsys)
+    assert "(load 0.30)" in err and "(load 3.00)" in err
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "high", None, True])
+def test_an_others_cpu_that_is_not_a_share_is_not_read(tmp_path: Path, bad: object) -> None:
+    folder = _run(tmp_path, "a", (0.5, 0.5))
+    data = json.loads((folder / "load.json").read_text())
+    (folder / "load.json").write_text(json.dumps({**data, "others_cpu": bad}))
+    load = read_source(folder / "trace.parquet").load
+    assert load is not None and load.others_cpu is None and load.median == 0.5

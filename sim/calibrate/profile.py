@@ -10,7 +10,9 @@ A profile is one TOML file (written by :mod:`sim.calibrate.tomlwrite`)::
                         command, the date (UTC), the workbench's version, library versions;
                         load_warning when the traces' loads differ (see sim.calibrate)
     [[provenance.load]] per trace with a load.json beside it: trace, the median and max
-                        of its 1-minute load averages, cpus (profiles from before have none)
+                        of its 1-minute load averages, cpus, others_cpu (the share of the
+                        machine's CPU time other processes took while it ran, where recorded;
+                        profiles from before have no load at all)
     [links.<kind>]      per link kind: bandwidth_fitted, bandwidth_scale (against the given
                         hardware), bandwidth (bytes/s, when all links of the kind had one),
                         latency_fitted, latency (s), latency_stderr, and per direction
@@ -130,6 +132,7 @@ def load_table(sources: list[Any]) -> list[dict[str, Any]]:
     what load the profile was fitted. Traces without are left out, each entry names its trace."""
     return [
         {"trace": s.name, "median": s.load.median, "max": s.load.max, "cpus": s.load.cpus}
+        | ({} if s.load.others_cpu is None else {"others_cpu": s.load.others_cpu})
         for s in sources
         if s.load is not None
     ]

@@ -53,10 +53,13 @@ class CalibrationError(WorkbenchError):
 
 @dataclass(frozen=True)
 class MachineLoad:
-    """The machine's 1-minute load average sampled around a trace's run, and its CPU count."""
+    """The machine's 1-minute load average sampled around a trace's run, its CPU count, and the share
+    of its CPU time other processes took while the run's workers ran (None where not recorded:
+    before it was, or off Linux; :mod:`realrun.machine_cpu`)."""
 
     samples: tuple[float, ...]  # at least one
     cpus: int | None = None
+    others_cpu: float | None = None
 
     @property
     def median(self) -> float:
@@ -269,7 +272,12 @@ def read_load(folder: Path) -> MachineLoad | None:
     if not samples:
         return None
     cpus = data.get("cpus")
-    return MachineLoad(samples, int(cpus) if _load_number(cpus) and cpus == int(cpus) and cpus > 0 else None)
+    others = data.get("others_cpu")
+    return MachineLoad(
+        samples,
+        int(cpus) if _load_number(cpus) and cpus == int(cpus) and cpus > 0 else None,
+        float(others) if _load_number(others) and others <= 1 else None,
+    )
 
 
 def _load_number(value: Any) -> bool:

@@ -83,9 +83,13 @@ def test_every_real_run_records_the_machine_load_around_it(real_run: RealRun) ->
     import json
 
     load = json.loads((real_run.out / "load.json").read_text())
-    assert set(load) == {"load_before", "load_after", "cpus", "workers"}
+    averages = {"load_before", "load_after", "cpus", "workers"}
+    counted = {"others_cpu", "steal", "window_s"}  # Linux only: /proc/stat
+    assert set(load) == averages | (counted if Path("/proc/stat").exists() else set())
     assert load["load_before"] >= 0 and load["load_after"] >= 0 and load["cpus"] >= 1
     assert load["workers"] == real_run.prepared.inputs.num_workers
+    if "others_cpu" in load:
+        assert 0 <= load["others_cpu"] <= 1 and 0 <= load["steal"] <= 1 and load["window_s"] > 0
 
 
 def test_calibration_reads_the_plan_that_ran_and_never_rebuilds_it(
