@@ -2,12 +2,15 @@
 
 A figure that holds only on the machine it was tuned on is not a property of the
 software (issue 28): each benchmark states its targets as ratios against a reference
-measured in the same run, prints the machine (CPU model, cores) and the load average
-before and after, and repeats the whole measurement ``--runs N`` times (default 3)::
+measured in the same run, prints the machine (CPU model, cores), the load average
+before and after and, on Linux, the share of the machine's CPU time other processes took
+while it ran (:mod:`realrun.machine_cpu`: the load average lags a minute and counts the
+benchmark's own threads, so it cannot say whether the run was quiet), and repeats the whole
+measurement ``--runs N`` times (default 3)::
 
     machine = Machine.now()          # before measuring
     ...
-    machine.finish()                 # after: prints the machine line with both loads
+    machine.finish()                 # after: prints the machine line with both loads and others' share
     verdict("sim end to end / executing", ratio, at_least=0.75)
 """
 
@@ -17,6 +20,9 @@ import argparse
 import os
 import platform
 from dataclasses import dataclass, field
+from typing import Any
+
+from realrun.machine_cpu import cpu_sample, others_share
 
 
 def cpu_model() -> str:
@@ -47,19 +53,27 @@ class Machine:
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float] | None = None
     results: list[tuple[str, bool]] = field(default_factory=list)
+    cpu_before: Any = None  # realrun.machine_cpu.CpuSample, None off Linux
 
     @classmethod
     def now(cls) -> Machine:
-        machine = cls(cpu_model(), os.cpu_count() or 1, load_average())
+        machine = cls(cpu_model(), os.cpu_count() or 1, load_average(), cpu_before=cpu_sample())
         print(f"machine: {machine.cpu}, {machine.cores} cores; load before {_load(machine.load_before)}")
         return machine
 
     def finish(self) -> None:
         """Print the load after, the machine again and every target's verdict of the run."""
         self.load_after = load_average()
+        share = others_share(self.cpu_before, cpu_sample())
+        others = (
+            f"; other processes took {share['others_cpu']:.1%} of the CPU time over the "
+            f"{share['window_s']:.0f} s it ran (steal {share['steal']:.1%})"
+            if share
+            else ""
+        )
         print(
             f"machine: {self.cpu}, {self.cores} cores; load before {_load(self.load_before)}, "
-            f"after {_load(self.load_after)}"
+            f"after {_load(self.load_after)}{others}"
         )
         for name, ok in self.results:
             print(f"  {'PASS' if ok else 'FAIL'}  {name}")
