@@ -6,7 +6,8 @@ setup) over partitions x placements x fanouts x worker counts, on CPU
 worker processes of this machine (default 2 workers; more than the machine has cores
 time-share them: fitted points of that kind fit :func:`fit_contention` rather than the profile,
 and held-out ones are stretched by it, :mod:`sim.contention`). Every configuration runs
-``repeats`` times for ``epochs`` epochs (the last one, warm, is the one measured). The
+``repeats`` times for ``epochs`` epochs; every epoch after the first (cold) one is measured, and a
+run's median over them is one repeat (:func:`measure`). The
 configurations are split in two by a checkerboard over the grid's factors, so every level
 of every factor is in both halves; calibration (``gnnwb calibrate --attribute-gaps`` on the
 calibration half's warm epochs) never sees the configurations it is scored on
@@ -279,7 +280,7 @@ def run_and_collect(
     for point in points:
         if not point.held_out and point.workers <= cores():  # contended runs fit the contention model
             plan = _plan(prepared, point, opts.out)
-            sources.extend(warm_source(f, plan, opts.epochs - 1) for f in runs[point.name])
+            sources.extend(warm_source(f, plan, first_warm(opts.epochs)) for f in runs[point.name])
     return prepared, runs, sources
 
 
@@ -461,7 +462,7 @@ def _score(
     measured: dict[str, Any] = {}
     loads: list[dict[str, float]] = []
     for point in held_out:
-        measured[point.name], point_loads = measure(runs[point.name], [opts.epochs - 1])
+        measured[point.name], point_loads = measure(runs[point.name], warm_epochs(opts.epochs), per_run=True)
         loads += point_loads
     table = compare(measured, predicted, {p.name: p.info() for p in held_out})
     summary = summarize(table)
@@ -544,16 +545,41 @@ def fit_contention(
         busy, span = demand(
             simulated_trace(*_prepared(prepared, point, opts.out), point.name, profile_path, profile)
         )
-        measured, _ = measure(runs[point.name], [opts.epochs - 1])
+        measured, _ = measure(runs[point.name], warm_epochs(opts.epochs), per_run=True)
         contended += [ContendedRun(point.name, busy, span, m) for m in measured.epoch]
     model, quality = fit_efficiency(contended, cores())
     return model, {**model.to_dict(), **quality}
 
 
-def measure(folders: list[Path], epochs: Sequence[int]) -> tuple[Any, list[dict[str, float]]]:
-    """The measured time, busy seconds per phase and iteration times of each of ``epochs`` (the
-    warm ones) in each run folder, each one repeat, and the machine's load around each run (where
-    recorded)."""
+def _warm_words(epochs: int) -> str:
+    warm = warm_epochs(epochs)
+    return f"epoch {warm[0]}" if len(warm) == 1 else f"epochs {warm[0]}-{warm[-1]}"
+
+
+def first_warm(epochs: int) -> int:
+    """The first warm epoch of a run of ``epochs``: epoch 1 (epoch 0 pays the cold start: the
+    schedule built, kernels compiled, buffers first touched), or 0 for a one-epoch run."""
+    return 1 if epochs > 1 else 0
+
+
+def warm_epochs(epochs: int) -> range:
+    """The epochs of a run of ``epochs`` that the fidelity experiment measures: every warm one."""
+    return range(first_warm(epochs), epochs)
+
+
+def measure(
+    folders: list[Path], epochs: Sequence[int], per_run: bool = False
+) -> tuple[Any, list[dict[str, float]]]:
+    """The measured time, busy seconds per phase and iteration times of ``epochs`` (the warm ones) in
+    each run folder, and the machine's load around each run (where recorded).
+
+    Each epoch is one repeat, or with ``per_run`` each run folder is: its median epoch time and
+    median busy seconds per phase over ``epochs``, and all their iteration times. A run's warm epochs
+    differ by more than runs do (six-iteration epochs on the 2-core VM: 26-35% apart within a run,
+    against a standard deviation of 9% between runs' medians, 2026-11-27), so the median of a run's
+    epochs is the steadier repeat, and the spread across repeats stays a spread between runs.
+    """
+    import numpy as np
     import pandas as pd
 
     from sim.calibrate.fidelity import Measured, iteration_times, phase_busy
@@ -564,10 +590,20 @@ def measure(folders: list[Path], epochs: Sequence[int]) -> tuple[Any, list[dict[
     for folder in folders:
         trace = read_trace(folder / "trace.parquet")
         results = pd.read_csv(folder / "results.csv")
-        for epoch in epochs:
-            measured.epoch.append(float(results.loc[results["epoch"] == epoch, "epoch_s"].iloc[0]))
-            measured.phases.append(phase_busy(trace[trace["epoch"] == epoch]))
-            measured.iterations.append(iteration_times(trace[trace["epoch"] == epoch]))
+        times = [float(results.loc[results["epoch"] == epoch, "epoch_s"].iloc[0]) for epoch in epochs]
+        phases = [phase_busy(trace[trace["epoch"] == epoch]) for epoch in epochs]
+        iterations = [iteration_times(trace[trace["epoch"] == epoch]) for epoch in epochs]
+        if per_run:
+            names = sorted({name for busy in phases for name in busy})
+            measured.epoch.append(float(np.median(times)))
+            measured.phases.append(
+                {name: float(np.median([busy.get(name, 0.0) for busy in phases])) for name in names}
+            )
+            measured.iterations.append([t for one in iterations for t in one])
+        else:
+            measured.epoch += times
+            measured.phases += phases
+            measured.iterations += iterations
         if (folder / "load.json").exists():
             loads.append(json.loads((folder / "load.json").read_text()))
     return measured, loads
@@ -670,8 +706,8 @@ def _report(table: Any, summary: dict[str, Any], opts: FidelityOptions) -> str:
         "# Fidelity: simulated vs measured on held-out configurations",
         "",
         f"{', '.join(dict.fromkeys(epoch['scheme'].astype(str)))} on CPU worker processes, {opts.repeats} runs per "
-        f"configuration, epoch {opts.epochs - 1} "
-        f"measured; {summary['configurations']} held-out configurations.",
+        f"configuration, {_warm_words(opts.epochs)} measured (a run's median over them is one repeat); "
+        f"{summary['configurations']} held-out configurations.",
         "",
         f"Epoch time: median |error| {summary['epoch_median_abs_error']:.1%}, worst {summary['epoch_worst_abs_error']:.1%}, "
         f"mean signed {summary['epoch_mean_error']:+.1%}; the measurement's own run-to-run spread (median) "

@@ -46,7 +46,7 @@ def test_contended_runs_fit_the_contention_model_not_the_profile(tmp_path: Path,
     # efficiencies 0.8 and 1.0, median 0.9; c-p4 (held out) is never fitted on.
     monkeypatch.setattr(fx, "_prepared", lambda prepared, p, out: (None, None))
     monkeypatch.setattr(fx, "simulated_trace", four_busy_workers)
-    monkeypatch.setattr(fx, "measure", lambda folders, epochs: (Measured(epoch=[2.5, 2.0]), []))
+    monkeypatch.setattr(fx, "measure", lambda folders, epochs, per_run: (Measured(epoch=[2.5, 2.0]), []))
     model, fit = fx.fit_contention(points, {}, runs, opts, tmp_path / "p.toml", None)
     assert model.cores == 2 and model.efficiency == pytest.approx(0.9)
     assert fit["runs"] == 2 and fit["efficiency"] == pytest.approx(0.9)

@@ -31,3 +31,24 @@ def test_runs_without_the_count_fall_back_to_the_load_average() -> None:
     assert machine_was_shared(old, workers=2) and not machine_was_shared(old, workers=4)
     assert "did not record the CPU time others took" in load_sentence(old)
     assert "median n/a, max n/a" in load_sentence(machine_load([]))
+
+
+def test_a_runs_warm_epochs_make_one_repeat_per_run() -> None:
+    """The recorded run has epochs 0 (cold), 1 and 2: per run, one repeat with the median epoch
+    time and median busy seconds per phase of epochs 1-2 and both epochs' iteration times; per
+    epoch, two repeats."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from studies.fidelity_experiment import measure, warm_epochs
+
+    folder = Path(__file__).resolve().parents[1] / "data" / "hopgnn-migrating"
+    assert list(warm_epochs(3)) == [1, 2] and list(warm_epochs(1)) == [0]
+    each, loads = measure([folder], warm_epochs(3))
+    run, _ = measure([folder], warm_epochs(3), per_run=True)
+    assert len(each.epoch) == 2 and len(run.epoch) == 1 and loads == []
+    assert run.epoch[0] == np.median(each.epoch)
+    for phase, busy in run.phases[0].items():
+        assert busy == np.median([p.get(phase, 0.0) for p in each.phases])
+    assert run.iterations[0] == each.iterations[0] + each.iterations[1]

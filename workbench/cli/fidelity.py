@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--epochs",
         type=integer_arg(minimum=1, maximum=MAX_EPOCHS),
         default=2,
-        help="epochs per run; the last is measured (default 2)",
+        help="epochs per run; every one after the first (cold) is measured, a run's median over them one repeat (default 2)",
     )
     p.add_argument(
         "--iterations",
