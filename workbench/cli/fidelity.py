@@ -63,8 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--epochs",
         type=integer_arg(minimum=1, maximum=MAX_EPOCHS),
-        default=2,
-        help="epochs per run; every one after the first (cold) is measured, a run's median over them one repeat (default 2)",
+        default=4,
+        help="epochs per run; every one after the first (cold) is measured, a run's median over them one repeat "
+        "(default 4: on the scheme grid, 2 gave a held-out median error of 15.2%%, 4 gave 11.9%%, in about the same time)",
     )
     p.add_argument(
         "--iterations",
