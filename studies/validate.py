@@ -577,7 +577,7 @@ def _calibration_step(
 ) -> tuple[dict[str, Any], tuple[Path, Any] | None]:
     """A profile fitted to the calibration half's warm epochs (and the microbenchmarks'
     communication rows, where the modelled cluster names their memories: two or more workers)."""
-    from studies.fidelity_experiment import calibrate_profile, comm_source, warm_source
+    from studies.fidelity_experiment import calibrate_profile, comm_source, first_warm, warm_source
 
     assert opts.out is not None and opts.workers is not None
     half = [p.name for p in points if not p.held_out]
@@ -592,7 +592,9 @@ def _calibration_step(
         return {**record, "status": "failed", "error": "no run of the calibration half finished"}, None
     try:
         sources = [comm_source(opts.out / "microbench")] if with_micro else []
-        sources += [warm_source(opts.out / "runs" / name, prepared[name][1], 1) for name in ran]
+        sources += [
+            warm_source(opts.out / "runs" / name, prepared[name][1], first_warm(opts.epochs)) for name in ran
+        ]
         command = f"gnnwb validate --device {opts.device} (calibration half)"
         path, profile = calibrate_profile(sources, hardware, opts.out / "profile.toml", command)
     except Exception as exc:  # noqa: BLE001 - recorded; the summary is still written
@@ -663,7 +665,7 @@ def _fidelity_step(
 ) -> dict[str, Any]:
     """Each finished held-out run simulated on the profile against its warm epochs."""
     from sim.calibrate.fidelity import compare, plot, summarize, tails_sentence
-    from studies.fidelity_experiment import measure, per_scheme, predict
+    from studies.fidelity_experiment import measure, per_scheme, predict, warm_epochs
 
     assert opts.out is not None
     held = [p for p in points if p.held_out and p.name in prepared]
@@ -676,7 +678,7 @@ def _fidelity_step(
     for p in held:
         try:
             predicted[p.name] = predict(*prepared[p.name], p.name, *profile)
-            measured[p.name], _ = measure([opts.out / "runs" / p.name], range(1, opts.epochs))
+            measured[p.name], _ = measure([opts.out / "runs" / p.name], warm_epochs(opts.epochs))
             info[p.name] = {"scheme": p.case.name, "workers": p.workers}
         except Exception as exc:  # noqa: BLE001 - recorded per run
             errors[p.name] = one_line(exc)
