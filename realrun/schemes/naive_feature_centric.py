@@ -68,7 +68,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from realrun.feature_store import peer_reads_possible
-from realrun.layers import TensorBlock, aggregate_sum
+from realrun.layers import TensorBlock, aggregate_sum, edge_sum
 from realrun.schemes import REAL_EXECUTORS
 from realrun.schemes.base import (
     EpochTotals,
@@ -222,8 +222,8 @@ def degree_norm(degrees: torch.Tensor) -> torch.Tensor:
 
 
 def prepare_aggregations(blocks: list[TensorBlock]) -> None:
-    """Build the sparse patterns of the layers above the input (the input layer's sums are added edge
-    by edge at the stops) before the timed layers, as the layers' blocks are built when handed over
+    """Build the sparse patterns of the layers above the input (the input layer's sums are
+    one product per stop) before the timed layers, as the layers' blocks are built when handed over
     (:meth:`realrun.layers.LayerBackend.block`): the pattern's sorts are not a layer's work."""
     for block in blocks[1:]:
         _ = block.pattern
@@ -390,9 +390,9 @@ class NaiveFeatureCentricExecutor(ModelCentricExecutor):
                 f"{prefix}: {local.shape[0]} layer-0 edges read here, the schedule says {stop.edges}"
             )
         edges = torch.from_numpy(local).to(ctx.device)
-        src = block.edge_src[edges]
-        rows = x[torch.from_numpy(position[local]).to(ctx.device)] * degree_norm(block.out_degrees)[src]
-        model.partials.index_add_(0, block.edge_dst[edges], rows)
+        weight = degree_norm(block.out_degrees)[block.edge_src[edges]].reshape(-1)
+        slots = torch.from_numpy(position[local]).to(ctx.device)
+        model.partials += edge_sum(block.edge_dst[edges], slots, weight, block.num_dst, x)
         ctx.row(aggregate_task(prefix), "forward", start, ctx.now())
 
     @torch.no_grad()

@@ -33,6 +33,7 @@ from realrun.layers import (
     build_dgl_layers,
     build_layers,
     edge_softmax,
+    edge_sum,
     edge_weighted_sum,
     to_dgl_block,
 )
@@ -236,6 +237,30 @@ def test_hand_aggregations() -> None:
     torch.testing.assert_close(aggregate_mean(b, x), torch.tensor([[14.0 / 3], [2.5]]))
     w = torch.tensor([1.0, 0.5, 0.25, 2.0, 1.0])
     assert aggregate_sum(b, x, w).tolist() == [[2.0 + 2.0 + 2.0], [2.0 + 4.0]]
+
+
+def test_edge_sum_by_hand_with_a_repeated_pair_and_rows_out_of_order() -> None:
+    x = torch.tensor([[1.0, 10.0], [2.0, 20.0], [4.0, 40.0]])
+    rows = torch.tensor([2, 0, 2, 0, 2])  # row 1 has no edge; (2, 1) twice
+    cols = torch.tensor([1, 2, 1, 0, 0])
+    w = torch.tensor([1.0, 0.5, 2.0, 3.0, 1.0])
+    # row 0: 0.5 * x2 + 3 * x0; row 2: 1 * x1 + 2 * x1 + 1 * x0
+    expected = [[2.0 + 3.0, 20.0 + 30.0], [0.0, 0.0], [6.0 + 1.0, 60.0 + 10.0]]
+    assert edge_sum(rows, cols, w, 3, x).tolist() == expected
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 9), st.integers(0, 40))
+@settings(max_examples=30, deadline=None)
+def test_edge_sum_equals_the_edge_by_edge_sum(seed: int, n_rows: int, n_edges: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(7, 3, generator=g)
+    rows = torch.randint(0, n_rows, (n_edges,), generator=g)
+    cols = torch.randint(0, 7, (n_edges,), generator=g)
+    w = torch.rand(n_edges, generator=g)
+    slow = torch.zeros(n_rows, 3)
+    for r, c, v in zip(rows.tolist(), cols.tolist(), w.tolist(), strict=True):
+        slow[r] += v * x[c]
+    torch.testing.assert_close(edge_sum(rows, cols, w, n_rows, x), slow)
 
 
 def test_hand_graphconv_norms() -> None:
