@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from sim.calibrate.fidelity import NOT_PHASES, tails_sentence
-from studies.fidelity_experiment import load_sentence
+from studies.fidelity_experiment import load_sentence, noise_sentence
 from studies.report import ReportPage
 from studies.runner import Point, Study, register_study
 from studies.study_published import overview
@@ -37,13 +37,13 @@ TARGET_MEDIAN, TARGET_WORST = 0.05, 0.15
 
 
 def points(full: bool) -> list[Point]:
-    from studies.fidelity_experiment import GRAPH
+    from studies.fidelity_experiment import GRAPH, FidelityOptions
 
     workers = [2, 4] if full and (os.cpu_count() or 1) >= 4 else [2]
     settings = {
         "workers": workers,
-        "repeats": 5,
-        "epochs": 2,
+        "repeats": FidelityOptions.repeats,
+        "epochs": FidelityOptions.epochs,
         "iterations": 8,
         "batch": 256,
         "graph": GRAPH,
@@ -169,6 +169,8 @@ def _claim_text(summary: dict[str, Any], table: pd.DataFrame, phases: pd.DataFra
         f"configurations, {rank['within_noise']} differ by less than their measured spread and "
         f"{rank['discordant']} of the others are ordered differently by the simulator. "
         + tails_sentence(summary)
+        + " "
+        + noise_sentence(summary)
         + " "
         + _phase_misses(summary, table, phases, holds)
     )

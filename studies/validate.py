@@ -665,7 +665,7 @@ def _fidelity_step(
 ) -> dict[str, Any]:
     """Each finished held-out run simulated on the profile against its warm epochs."""
     from sim.calibrate.fidelity import compare, plot, summarize, tails_sentence
-    from studies.fidelity_experiment import measure, per_scheme, predict, warm_epochs
+    from studies.fidelity_experiment import measure, noise_sentence, per_scheme, predict, warm_epochs
 
     assert opts.out is not None
     held = [p for p in points if p.held_out and p.name in prepared]
@@ -689,6 +689,7 @@ def _fidelity_step(
     table.to_csv(opts.out / "fidelity.csv", index=False)
     result = summarize(table)
     result.update(status="ok" if not errors else "failed", errors=errors, schemes=per_scheme(table))
+    result["calibration"] = {"noise": profile[1].data.get("noise")}
     if errors:
         result["error"] = "; ".join(f"{k}: {v}" for k, v in errors.items())
     result["images"] = [p.name for p in plot(table, result, opts.out)]
@@ -707,7 +708,7 @@ def _fidelity_step(
         f"      epoch |error|: median {result['epoch_median_abs_error']:.1%}, worst "
         f"{result['epoch_worst_abs_error']:.1%} (run-to-run spread {result['epoch_median_spread']:.1%})"
     )
-    say(f"      {tails_sentence(result)}")
+    say(f"      {tails_sentence(result)} {noise_sentence(result)}")
     return _jsonable(result)
 
 
@@ -992,6 +993,7 @@ def _fidelity_sections(page: Any, fidelity: dict[str, Any]) -> None:
     import pandas as pd
 
     from sim.calibrate.fidelity import tails_sentence
+    from studies.fidelity_experiment import noise_sentence
 
     if fidelity.get("status") != "ok" and not fidelity.get("runs"):
         page.add("Fidelity of the held-out runs", f"failed: {fidelity.get('error')}")
@@ -1003,6 +1005,8 @@ def _fidelity_sections(page: Any, fidelity: dict[str, Any]) -> None:
         f"mean signed {_pct(fidelity['epoch_mean_error'], True)}; the measurement's own epoch-to-epoch spread "
         f"(median) {_pct(fidelity['epoch_median_spread'])}. Error = (simulated - measured) / measured. "
         + tails_sentence(fidelity)
+        + " "
+        + noise_sentence(fidelity)
         + (f" Not simulated: {fidelity['error']}." if fidelity.get("error") else ""),
         table=pd.DataFrame(
             [

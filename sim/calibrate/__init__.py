@@ -40,6 +40,7 @@ from typing import Any
 from sim.calibrate.compute import MIN_ROWS_TO_COMPARE, NONLINEAR_MARGIN, GroupFit, compute_rows, fit_compute
 from sim.calibrate.costmodel import PhaseCostModel, TreeEnsemble
 from sim.calibrate.links import LinkCalibration, fit_links, transfer_rows
+from sim.calibrate.noise import compute_jitter
 from sim.calibrate.profile import (
     FORMAT,
     Profile,
@@ -127,6 +128,7 @@ def calibrate(
     if not sources:
         raise CalibrationError("no traces given")
     check_same_hardware(sources, allow_mixed)
+    noise = compute_jitter(sources)  # the rows as timed, before any gap is counted to them
     if gaps:
         sources = [dataclasses.replace(s, trace=attribute_gaps(s.trace)) for s in sources]
     links = fit_links(transfer_rows(sources), cluster, keep_overlapping=keep_overlapping)
@@ -153,6 +155,8 @@ def calibrate(
         "fit": _fit_report(links, fits, compute_skipped, missing, gaps),
         "cluster": cluster_table(links.cluster, links.link_flags),
     }
+    if noise is not None:
+        data["noise"] = noise
     if warning is not None:
         data["provenance"]["load_warning"] = warning
     return Profile(links.cluster, cost_model, data, [warning] if warning else [])

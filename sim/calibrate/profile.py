@@ -21,6 +21,9 @@ A profile is one TOML file (written by :mod:`sim.calibrate.tomlwrite`)::
                         their standard deviation) and the bandwidth's relative standard error
     [sampling.<model>]  per_minibatch, per_edge, per_vertex (s) of the sample phase, read off
                         its linear fit
+    [noise]             compute_jitter: how much a compute task's time varies when it does the
+                        same work again (sim.calibrate.noise; the sigma the fidelity experiment and
+                        gnnwb validate simulate with), the rows and tasks it was read from
     [cost_model]        kind = "phase": fallback coefficients per device model, then
                         [cost_model.phases.<phase>.<model>] one fitted model per phase and
                         device model: model = "linear" with LinearCoefficients' fields, or
@@ -70,6 +73,11 @@ class Profile:
     # For the caller to show (gnnwb calibrate prints them on stderr); the profile's own record of
     # them is in ``data`` (provenance.load_warning).
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def jitter(self) -> float:
+        """The fitted compute jitter (``[noise] compute_jitter``); 0 where none was fitted."""
+        return float((self.data.get("noise") or {}).get("compute_jitter", 0.0))
 
     def to_toml(self) -> str:
         return tomlwrite.dumps(self.data, header="A calibrated hardware profile, written by gnnwb calibrate.")
@@ -173,7 +181,16 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
     cost = data.get("cost_model")
     if not isinstance(cost, dict):
         raise ConfigError(f"{source}: profile has no [cost_model] table")
+    _check_noise(data.get("noise"), f"{source}: noise")
     return Profile(cluster, phase_cost_model(cost, source), data)
+
+
+def _check_noise(raw: Any, where: str) -> None:
+    if raw is None:
+        return
+    jitter = validate.table(raw, where).get("compute_jitter")
+    if not isinstance(jitter, (int, float)) or isinstance(jitter, bool) or not 0 <= jitter < float("inf"):
+        raise ConfigError(f"{where}.compute_jitter must be a non-negative number, got {jitter!r}")
 
 
 def _strip_fit_flags(link: Any, where: str) -> Any:

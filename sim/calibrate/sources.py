@@ -72,6 +72,10 @@ class MachineLoad:
 
 # The samples of load.json (realrun.launcher.write_load writes them), in time order.
 LOAD_SAMPLES = ("load_before", "load_after")
+# A real run's first epoch is cold (its minibatches' schedules built, kernels compiled, caches and
+# buffers first touched): calibration leaves it out by default, and the fidelity experiment and
+# gnnwb validate measure the epochs after it (studies.fidelity_experiment.first_warm).
+REAL_COLD_EPOCHS = 1
 
 
 @dataclass
@@ -155,7 +159,7 @@ def skip_epochs(source: TraceSource, skip: int | None) -> tuple[TraceSource, str
     if "epoch" not in trace.columns or not len(trace):
         return source, f"{source.name}: no epochs to choose from, every row fitted"
     real = "executor" in trace.columns and bool((trace["executor"] == "real").any())
-    n = (1 if real else 0) if skip is None else skip
+    n = (REAL_COLD_EPOCHS if real else 0) if skip is None else skip
     epochs = sorted(int(e) for e in trace["epoch"].unique())
     kept = [e for e in epochs if e >= epochs[0] + n]
     how = (

@@ -840,6 +840,10 @@ def test_a_recorded_migrating_hopgnn_run_calibrates(tmp_path, capsys):
     assert "epochs 1-2 fitted, 1 left out" in out
     profile = load_profile(tmp_path / "p.toml").data
     assert profile["links"]["network"]["bandwidth_fitted"]
+    # The cold epoch left out, each compute task recurs in the two warm ones: its noise is fitted.
+    noise = profile["noise"]
+    assert noise["rows"] == 2 * noise["tasks"] and noise["tasks"] > 0
+    assert 0 < noise["compute_jitter"] < 1
 
 
 def test_iteration_times_run_from_one_completion_to_the_next():

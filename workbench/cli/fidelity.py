@@ -28,7 +28,7 @@ from workbench.cli.common import (
 
 def register(sub: argparse._SubParsersAction) -> None:
     # studies.fidelity_experiment loads only the standard library at import: --help stays fast.
-    from studies.fidelity_experiment import GRAPH
+    from studies.fidelity_experiment import GRAPH, FidelityOptions
 
     p = sub.add_parser(
         "fidelity",
@@ -57,13 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--repeats",
         type=integer_arg(minimum=1, maximum=1000),
-        default=5,
+        default=FidelityOptions.repeats,
         help="real runs per configuration (default 5: the median of 3 still moved by several percent)",
     )
     p.add_argument(
         "--epochs",
         type=integer_arg(minimum=1, maximum=MAX_EPOCHS),
-        default=4,
+        default=FidelityOptions.epochs,
         help="epochs per run; every one after the first (cold) is measured, a run's median over them one repeat "
         "(default 4: on the scheme grid, 2 gave a held-out median error of 15.2%%, 4 gave 11.9%%, in about the same time)",
     )
