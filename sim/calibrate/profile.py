@@ -188,9 +188,9 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
 def _check_noise(raw: Any, where: str) -> None:
     if raw is None:
         return
-    jitter = validate.table(raw, where).get("compute_jitter")
-    if not isinstance(jitter, (int, float)) or isinstance(jitter, bool) or not 0 <= jitter < float("inf"):
-        raise ConfigError(f"{where}.compute_jitter must be a non-negative number, got {jitter!r}")
+    validate.finite_number(
+        validate.table(raw, where).get("compute_jitter"), f"{where}.compute_jitter", minimum=0
+    )
 
 
 def _strip_fit_flags(link: Any, where: str) -> Any:
