@@ -2,7 +2,8 @@
 
 The launcher prepares the run once through the spine (:func:`workbench.run.prepare_run`:
 graph, partition, placement, the sampled epoch) and builds the scheme's plan, then starts
-one process per worker (``torch.multiprocessing``, spawn) that joins torch.distributed
+one process per worker (:mod:`realrun.processes`: forks of a server that imported PyTorch
+once) that joins torch.distributed
 over 127.0.0.1 on a free port: gloo on CPU, NCCL when each worker has its own GPU (with a
 gloo group beside it for the host-to-host feature fetches). Each worker trains the
 configured epochs on the prepared minibatches (:mod:`realrun.worker`, the scheme under
@@ -297,7 +298,7 @@ def _launch(
         collective_timeout=collective_timeout, port=port, net=net, layers=layers, state=state,
     )  # fmt: skip
     error = _run_workers(setup, prepared.inputs.num_workers, net, time_limit, collective_timeout)
-    cpu = others_share(cpu_before, cpu_sample())  # the workers are reaped: their time is the run's own
+    cpu = others_share(cpu_before, cpu_sample())  # the workers have ended: their time is the run's own
     summary = finish_run(
         prepared,
         plan,
@@ -386,25 +387,18 @@ def _run_workers(
 ) -> str | None:
     """Start ``world`` workers on ``setup``, watch them until they finish (None) or one fails (the
     reason), and leave none running."""
-    import torch.multiprocessing as mp
-
+    from realrun.processes import worker_context
     from realrun.schemes.base import STATUS_FIELDS
 
     # The workers load the setup (graph, epoch, plan index: megabytes) from a file. Handed
-    # through spawn's pipe instead, a worker that dies while starting would leave the launcher
+    # through the start method's pipe instead, a worker that dies while starting would leave the launcher
     # blocked in Process.start() writing the rest of it (the parent holds the pipe's read end
     # until the write returns).
     scratch = Path(tempfile.mkdtemp(prefix="gnnwb-realrun-"))
     setup_path = scratch / "setup.pickle"
     with setup_path.open("wb") as f:
         pickle.dump(setup, f, protocol=pickle.HIGHEST_PROTOCOL)
-    # OpenMP threads that spin while they wait for a busy core slow a CPU worker's epoch up to 100x
-    # when another process shares the cores (a 1-worker run's 2 threads: 2.5-3.1 s against 22 ms
-    # for the same epoch with passive waiting, measured by gnnwb validate under load); spawned
-    # workers read the setting from the environment they inherit. A user's own setting wins.
-    if setup.device == "cpu":
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    context = mp.get_context("spawn")
+    context = worker_context()
     status = context.Array("d", world * len(STATUS_FIELDS), lock=False)
     procs = _worker_processes(context, world, str(setup_path), status, net)
     started = time.monotonic()
@@ -419,19 +413,19 @@ def _run_workers(
 
 def _worker_processes(context: Any, world: int, setup_path: str, status: Any, net: Any) -> list[Any]:
     """One (unstarted) process per worker; under an emulated network each enters its namespace first."""
+    from realrun.processes import worker_process
     from realrun.worker import spawned
 
     if net is None:
         return [
-            context.Process(
-                target=spawned, args=(rank, world, setup_path, status), name=f"gnnwb-worker-{rank}"
-            )
+            worker_process(context, spawned, (rank, world, setup_path, status), name=f"gnnwb-worker-{rank}")
             for rank in range(world)
         ]
     return [
-        context.Process(
-            target=spawned_in_namespace,
-            args=(net.worker_ns[rank], net.ifname, rank, world, setup_path, status),
+        worker_process(
+            context,
+            spawned_in_namespace,
+            (net.worker_ns[rank], net.ifname, rank, world, setup_path, status),
             name=f"gnnwb-worker-{rank}",
         )
         for rank in range(world)

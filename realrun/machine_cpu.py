@@ -7,8 +7,10 @@ mostly the previous run's own workers. On the scheme grid of 2026-11-27 (272 run
 (medians) on a machine where nothing else ran, and the grid was reported as measured under load
 2.85. What a fidelity figure needs is the share of the machine's CPU time that processes other
 than the run took *during* the run: the CPU time the whole machine used over the run's window
-(``/proc/stat``), less what the launcher and its reaped workers used (``getrusage``), over the
-window's capacity (CPUs x seconds). ``steal`` is the share the hypervisor gave this VM's CPUs to
+(``/proc/stat``), less what the launcher and its workers used, over the window's capacity
+(CPUs x seconds). The launcher's own time and its reaped children's come from ``getrusage``; its
+live children's from ``/proc``, each with the time of the children it reaped: the workers are
+forks of a server process the launcher started (:mod:`realrun.processes`), which reaps them. ``steal`` is the share the hypervisor gave this VM's CPUs to
 other guests over the same window, which slows a run as much and shows in no process's time.
 
 Linux only: elsewhere :func:`cpu_sample` returns None and ``load.json`` keeps the load averages.
@@ -36,7 +38,7 @@ class CpuSample:
     at: float  # time.monotonic()
     busy: float  # CPU seconds every process on the machine has used (all CPUs summed)
     steal: float  # CPU seconds the hypervisor took from this machine's CPUs
-    own: float  # CPU seconds of this process and of its children that have been waited for
+    own: float  # CPU seconds of this process and its descendants, as far as they are known (module doc)
     cpus: int  # CPUs the aggregate line sums over
 
 
@@ -60,9 +62,28 @@ def cpu_sample(stat: Path = PROC_STAT) -> CpuSample | None:
         at=time.monotonic(),
         busy=sum(ticks[i] for i in _BUSY_FIELDS) / per_second,
         steal=ticks[_STEAL_FIELD] / per_second,
-        own=mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime,
+        own=mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime + live_children_seconds(),
         cpus=cpus,
     )
+
+
+def live_children_seconds(proc: Path = Path("/proc"), parent: int | None = None) -> float:
+    """CPU seconds of ``parent``'s (default: this process's) children that have not been reaped,
+    each with the children it has reaped itself (``/proc/PID/stat``: utime, stime, cutime, cstime).
+    A process that ends between the listing and its reading counts nothing here, and its time
+    moves to ``getrusage``'s reaped children once this process waits for it."""
+    me = os.getpid() if parent is None else parent
+    per_second = float(os.sysconf("SC_CLK_TCK"))
+    total = 0
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # After the command's closing bracket: state, ppid, ... utime, stime, cutime, cstime (fields 14-17).
+        if len(fields) > 14 and fields[1] == str(me):
+            total += sum(int(x) for x in fields[11:15])
+    return total / per_second
 
 
 def others_share(before: CpuSample | None, after: CpuSample | None) -> dict[str, Any]:

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing as mp
 import os
 import platform
 import socket
@@ -75,6 +74,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from realrun.processes import worker_context, worker_process
 from workbench import validate
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.model import DTYPE_BYTES, INDEX_BYTES
@@ -613,7 +613,7 @@ def _run_comm_workers(
 ) -> list[dict]:
     """Spawn the two workers (in an emulated network when asked), wait for them within the
     timeout, and return each one's results; a hung or failed worker is an error."""
-    ctx = mp.get_context("spawn")
+    ctx = worker_context()
     network: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if cfg.emulate_network:
         from realrun.network import emulated_network
@@ -624,7 +624,7 @@ def _run_comm_workers(
             spec.update(netns=list(net.worker_ns), addresses=list(net.addresses), ifname=net.ifname)
             network_meta.update(net.metadata())
         paths = [str(Path(tmp) / f"rank{r}.json") for r in range(2)]
-        procs = [ctx.Process(target=_comm_worker, args=(r, spec, paths[r]), daemon=True) for r in range(2)]
+        procs = [worker_process(ctx, _comm_worker, (r, spec, paths[r]), daemon=True) for r in range(2)]
         for p in procs:
             p.start()
         deadline = time.monotonic() + cfg.comm_timeout()

@@ -1,7 +1,7 @@
 """One training worker: joins torch.distributed, builds its feature store, trains the epochs.
 
 The same :func:`run_worker` runs under the launcher (:mod:`realrun.launcher`, one
-spawned process per worker on one machine) and under ``torchrun`` across machines
+process per worker on one machine, :mod:`realrun.processes`) and under ``torchrun`` across machines
 (:mod:`realrun.torchrun`). Under torchrun every process prepares the run itself from the configuration (graph,
 partition, placement, the sampled epoch: all deterministic for the configuration's
 seed, and cached on disk), ranks come from torchrun's environment, and rank 0 gathers

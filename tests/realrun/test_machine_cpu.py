@@ -57,3 +57,53 @@ def test_unreadable_stat_gives_none(tmp_path: Path, text: str) -> None:
 def test_this_machine() -> None:
     s = cpu_sample()
     assert s is not None and s.cpus >= 1 and s.busy > 0 and s.own >= 0
+
+
+def _stat_line(pid: int, comm: str, ppid: int, utime: int, stime: int, cutime: int, cstime: int) -> str:
+    # /proc/PID/stat: pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    # utime stime cutime cstime ...
+    return f"{pid} ({comm}) S {ppid} 1 1 0 -1 0 0 0 0 0 {utime} {stime} {cutime} {cstime} 20 0 1 0\n"
+
+
+def test_live_children_count_their_own_and_their_reaped_childrens_time(tmp_path: Path) -> None:
+    import os
+
+    hz = os.sysconf("SC_CLK_TCK")
+    rows = {
+        11: _stat_line(11, "forkserver", 7, 100, 50, 30, 20),  # a child: 200 ticks
+        12: _stat_line(12, "odd) name (x", 7, 1, 2, 3, 4),  # a child whose name holds brackets: 10 ticks
+        13: _stat_line(13, "python", 8, 999, 999, 999, 999),  # someone else's
+        14: "garbage",
+    }
+    for pid, text in rows.items():
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(text)
+    (tmp_path / "self").mkdir()  # not a process number: skipped
+    from realrun.machine_cpu import live_children_seconds
+
+    assert live_children_seconds(tmp_path, parent=7) == pytest.approx(210 / hz)
+    assert live_children_seconds(tmp_path, parent=99) == 0.0
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux only")
+def test_a_forked_workers_cpu_time_is_the_launchers_own() -> None:
+    """A worker forked from the forkserver is reaped by the server, not by this process: its time
+    (and that of a process it ran) must still count as this process's own, not as another's."""
+    import os
+    import sys
+
+    from realrun.processes import worker_context, worker_process
+
+    burn = f'{sys.executable} -c "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"'
+    context = worker_context()
+    start = worker_process(context, os.system, ("true",))
+    start.start()
+    start.join(60)  # the server runs now
+    before = cpu_sample()
+    worker = worker_process(context, os.system, (burn,))
+    worker.start()
+    worker.join(60)
+    after = cpu_sample()
+    assert worker.exitcode == 0
+    assert before is not None and after is not None
+    assert after.own - before.own >= 0.45  # the 0.5 s burnt, less a tick's rounding
