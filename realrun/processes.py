@@ -31,7 +31,11 @@ PRELOAD = ["realrun.preload"]
 
 def worker_context() -> Any:
     """The multiprocessing context to start workers with (torch's, so tensors it shares are
-    handled as spawn's are): a forkserver that preloads :data:`PRELOAD`."""
+    handled as spawn's are): a forkserver that preloads :data:`PRELOAD`.
+
+    Every process the workbench starts comes from here (the study runner's point workers too):
+    a process has one fork server, started by its first fork with the preload of that moment,
+    and a preload set later changes nothing."""
     import multiprocessing
 
     import torch.multiprocessing as mp

@@ -53,3 +53,68 @@ def test_workers_wait_passively_unless_the_user_says_otherwise(monkeypatch: pyte
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     worker_context()
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+PRELOADED = "import sys\nsys.exit(0 if 'torch' in sys.modules and 'dgl' in sys.modules else 3)"
+
+AFTER_A_STUDY = """
+import sys
+from pathlib import Path
+
+from realrun.processes import worker_context, worker_process
+from studies.runner import Point, Study, run_study
+
+
+def config(workers):
+    return {{
+        "name": f"tiny-{{workers}}",
+        "graph": {{"name": "er:n=300,deg=4"}},
+        "hardware": {{"name": "hopgnn-4xa100-10gbe"}},
+        "model": {{"name": "sage", "hidden": 8, "num_layers": 2}},
+        "training": {{"batch_size": 16, "iterations": 1, "workers": workers}},
+        "partition": {{"name": "random"}},
+        "sampling": {{"name": "neighbor", "fanouts": [2, 2]}},
+    }}
+
+
+def main():
+    points = lambda full: [Point("tiny", {{"workers": w}}, config(w)) for w in (1, 2)]
+    study = Study("tiny", "a tiny study", "none", "none", points, lambda results, folder: None)
+    run_study(study, reports=Path(sys.argv[1]), jobs=2, progress=False)  # its pool starts the server
+    worker = worker_process(worker_context(), exec, ({code!r},))
+    worker.start()
+    worker.join(120)
+    sys.exit(worker.exitcode)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_worker_forks_with_pytorch_and_dgl_imported() -> None:
+    context = worker_context()
+    worker = worker_process(context, exec, (PRELOADED,))
+    worker.start()
+    worker.join(120)
+    assert worker.exitcode == 0
+
+
+def test_a_study_pool_that_started_the_server_first_leaves_it_preloaded_for_real_runs(tmp_path: Path) -> None:
+    """A process has one fork server, started with the preload of its first fork: the study
+    runner's pool (``gnnwb run`` starts studies before the fidelity study's real runs) must start
+    it preloaded, or every later real-run worker imports PyTorch and DGL itself."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "after_a_study.py"
+    script.write_text(AFTER_A_STUDY.format(code=PRELOADED))
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "reports")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
