@@ -9,18 +9,19 @@ study, the real-run tests) launches the same kind of run many times from one pro
 optimizers' ``torch._dynamo`` and DGL once; a spawned worker imports them itself. This
 script prepares the run once, then launches it ``--rounds`` times with each start method,
 alternating (forkserver, spawn, forkserver, ...; the first forkserver launch, which starts
-the server, is timed apart), through the launcher's own code with only the start method
+the server in the first run, is timed apart), through the launcher's own code with only the start method
 changed, and prints each method's median wall time per launch and their ratio.
 
 Target (issue 28's form, a ratio measured in the same run): a later forked launch costs at
 most half a spawned one.
 
-Measured 2026-11-28 on a 2-core AMD EPYC VM (quiet), the fidelity quick grid's
-model-centric configuration (2 workers, 4 epochs, in-process before the benchmark
-existed): spawned 8.5-9.3 s per launch; forked 8.5-9.7 s for the first (the server's start)
-and 2.1-2.7 s after it. Of a spawned worker's ~7 s before its first task, its first
-optimizer's import of ``torch._dynamo`` took 2-3 s and importing PyTorch and DGL 4-5 s.
-The real-run tests (``pytest tests/realrun``, 206 tests): 512.6 s spawned, 150.9 s forked.
+Measured 2026-11-28 on a 2-core AMD EPYC VM (AVX2-only, quiet: other processes 0.0% of the CPU
+time), ``--runs 3``: later forked launches 2.35, 1.95, 2.28 s against spawned 8.10, 7.37, 8.46 s
+(medians of 4): ratio 0.29, 0.26, 0.27, PASS. The first forked launch of the process, which
+starts the server, 9.47 s (the server lives on: runs 1 and 2 had it). Of a spawned worker's ~7 s
+before its first task, its first optimizer's import of ``torch._dynamo`` took 2-3 s and importing
+PyTorch and DGL 4-5 s. The real-run tests (``pytest tests/realrun``, 206 tests): 512.6 s
+spawned, 150.9 s forked.
 """
 
 from __future__ import annotations

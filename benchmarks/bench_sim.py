@@ -130,6 +130,11 @@ PASS.
 trace table 0.13-0.23), 58-78k tasks/s end to end: both targets FAIL (ratio 0.55-0.58); the checked
 plan's last simulation 96-111k tasks/s, ratio 0.85-0.88 (100k missed in one run of three). The
 absolute rate is this machine's; the ratio held where it was.
+
+2026-11-28, a slower machine still (AVX2-only EPYC; execute 1.2-1.7 s), ``--runs 3``, quiet
+(other processes 0.4% of the CPU time): first simulation ratio 0.60, 0.65, 0.57 (FAIL; 38-47k
+tasks/s end to end, 60-82k executing); the checked plan again 0.91, 0.88, 0.89 (PASS; 52-70k
+tasks/s). Here the executing rate alone is below 100k tasks/s, so no fixed-cost work can meet it.
 """
 
 from __future__ import annotations
