@@ -60,10 +60,8 @@ def measured_bytes(out: Path, workers: int, epoch: int) -> dict[str, int]:
     return dict(total)
 
 
-# Four workers time-share this machine's two cores (27 s to set up): slow, as every scheme's are.
-@pytest.fixture(
-    scope="module", params=[2, pytest.param(4, marks=pytest.mark.slow)], ids=["2-workers", "4-workers"]
-)
+# Four workers time-share this machine's two cores: 5 s to set up with forked workers (27 s spawned).
+@pytest.fixture(scope="module", params=[2, 4], ids=["2-workers", "4-workers"])
 def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """The naive run and the model-centric run of the same configuration on ``workers`` workers."""
     workers = request.param

@@ -65,7 +65,6 @@ memory_policy = "{policy}"
 POLICIES = ("dpmm", "lru", "streaming")
 CAPACITY_KIB = {2: 200, 4: 150}
 EPOCHS = 2
-FOUR = pytest.param(4, marks=pytest.mark.slow)  # four workers on this machine's two cores
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +103,7 @@ def arena_records(summary) -> list[dict]:
     return records
 
 
-@pytest.mark.parametrize("workers", [2, FOUR])
+@pytest.mark.parametrize("workers", [2, 4])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_loads_write_backs_and_host_copies_are_the_plans(run, policy: str, workers: int) -> None:
     _, plan, summary = run(policy, workers)
@@ -118,7 +117,7 @@ def test_loads_write_backs_and_host_copies_are_the_plans(run, policy: str, worke
         assert row["bytes_match_plan"]
 
 
-@pytest.mark.parametrize("workers", [2, FOUR])
+@pytest.mark.parametrize("workers", [2, 4])
 def test_the_policies_load_what_they_schedule_for_real(run, workers: int) -> None:
     """Every output is written back once whatever the policy; loads are what a policy decides:
     streaming reloads every input, lru keeps what fits, dpmm keeps what saves the most."""
@@ -128,7 +127,7 @@ def test_the_policies_load_what_they_schedule_for_real(run, workers: int) -> Non
     assert len(set(written.values())) == 1
 
 
-@pytest.mark.parametrize("workers", [2, FOUR])
+@pytest.mark.parametrize("workers", [2, 4])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_the_trace_is_the_plans_tasks(run, policy: str, workers: int) -> None:
     _, plan, summary = run(policy, workers)
@@ -138,7 +137,7 @@ def test_the_trace_is_the_plans_tasks(run, policy: str, workers: int) -> None:
     assert_trace_is_the_plan(read_trace(summary.out / "trace.parquet"), plan, epochs=EPOCHS)
 
 
-@pytest.mark.parametrize("workers", [2, FOUR])
+@pytest.mark.parametrize("workers", [2, 4])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_the_arena_holds_what_the_plan_says(run, policy: str, workers: int) -> None:
     prepared, plan, summary = run(policy, workers)
@@ -154,7 +153,7 @@ def test_the_arena_holds_what_the_plan_says(run, policy: str, workers: int) -> N
         assert r["step_bytes"] == [s.peak_bytes for s in steps]
 
 
-@pytest.mark.parametrize("workers", [2, FOUR])
+@pytest.mark.parametrize("workers", [2, 4])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_memory_placement_does_not_change_what_is_trained(run, policy: str, workers: int) -> None:
     resident = run("resident", workers)[2].results
