@@ -10,8 +10,9 @@ than the run took *during* the run: the CPU time the whole machine used over the
 (``/proc/stat``), less what the launcher and its workers used, over the window's capacity
 (CPUs x seconds). The launcher's own time and its reaped children's come from ``getrusage``; its
 live children's from ``/proc``, each with the time of the children it reaped: the workers are
-forks of a server process the launcher started (:mod:`realrun.processes`), which reaps them. ``steal`` is the share the hypervisor gave this VM's CPUs to
-other guests over the same window, which slows a run as much and shows in no process's time.
+forks of a server process the launcher started (:mod:`realrun.processes`), which reaps them.
+``steal`` is the share the hypervisor gave this VM's CPUs to other guests over the same window,
+which slows a run as much and shows in no process's time.
 
 Linux only: elsewhere :func:`cpu_sample` returns None and ``load.json`` keeps the load averages.
 """

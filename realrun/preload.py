@@ -9,15 +9,13 @@ thread, opens a device or joins a group: the forks must inherit a quiet process.
 
 from __future__ import annotations
 
-import torch  # noqa: F401
 import torch._dynamo  # noqa: F401 - an optimizer's constructor imports it: 2-3 s, once per worker otherwise
-import torch.distributed  # noqa: F401
-import torch.optim  # noqa: F401
 
-import realrun.schemes  # noqa: F401
-import realrun.worker  # noqa: F401
+import realrun.worker  # noqa: F401 - torch, torch.distributed and the worker loop
+from realrun.schemes import REAL_EXECUTORS
 from workbench.dgl_loader import DGLUnavailableError, load_dgl
 
+REAL_EXECUTORS.names()  # imports every scheme's module, as a worker's first lookup would
 try:
     load_dgl()
 except DGLUnavailableError:

@@ -69,7 +69,6 @@ def worker_process(
 
 def in_environment(environment: Mapping[str, str], target: Callable[..., Any], *args: Any) -> Any:
     """Run ``target(*args)`` with ``os.environ`` replaced by ``environment`` (a worker's first step)."""
-    if dict(os.environ) != dict(environment):
-        os.environ.clear()
-        os.environ.update(environment)
+    os.environ.clear()
+    os.environ.update(environment)
     return target(*args)

@@ -4,20 +4,26 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from realrun.processes import in_environment, worker_context, worker_process
 
 
+def _run_worker(target: Callable[..., Any], *args: Any) -> int:
+    """``target(*args)`` in a worker process; its exit code."""
+    process = worker_process(worker_context(), target, args)
+    process.start()
+    process.join(120)
+    return process.exitcode
+
+
 def _run(command: str) -> int:
     """``command`` in a shell started by a worker process (os.system reads the worker's environment)."""
-    context = worker_context()
-    process = worker_process(context, os.system, (command,))
-    process.start()
-    process.join(60)
-    return process.exitcode
+    return _run_worker(os.system, command)
 
 
 def test_a_worker_sees_the_environment_of_its_start_not_the_servers(
@@ -93,11 +99,7 @@ if __name__ == "__main__":
 
 
 def test_a_worker_forks_with_pytorch_and_dgl_imported() -> None:
-    context = worker_context()
-    worker = worker_process(context, exec, (PRELOADED,))
-    worker.start()
-    worker.join(120)
-    assert worker.exitcode == 0
+    assert _run_worker(exec, PRELOADED) == 0
 
 
 def test_a_study_pool_that_started_the_server_first_leaves_it_preloaded_for_real_runs(tmp_path: Path) -> None:
