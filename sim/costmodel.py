@@ -29,6 +29,11 @@ exchange rows of one phase in ways that cost differently: measured on 2-worker C
 ~320 KB ``gather_remote`` row took 4.2 ms as a feature-store fetch, 1.35 ms as HopGNN's
 pre-gather, 0.96 ms as a ROC halo send and 0.76 ms as a bulk-pipeline id or row message.
 
+A collective phase's entry (``allreduce``, ``alltoall``) is the library's fixed work per call,
+paid before the first ring step and on a single device too: a one-rank gloo all-reduce took
+0.36-0.42 ms on this project's 2-core CPU runs (median of each run's warm calls) and a one-rank
+NCCL one about 0.3 ms on an H200, where the ring's steps cost nothing.
+
 Defaults (why):
 
 * GPU: 5 us per kernel launch; sparse GNN kernels reach about half of peak FLOP/s

@@ -450,8 +450,12 @@ class _Run:
     # ---- collectives ---------------------------------------------------------------
     def _start_collective(self, i: int) -> None:
         self._begin(i)
-        if not self.steps[i]:  # one device: nothing moves; end through the clock, never re-entrantly
-            self.clock.call_later(0.0, partial(self._collective_step, i, 0))
+        task = self.tasks[i]
+        overhead = overhead_of(self.transfer_overhead, task.phase, task.id)
+        if overhead > 0.0 or not self.steps[i]:
+            # the library's fixed work per call (sim.costmodel), paid on one device too; with none,
+            # a one-device collective still ends through the clock, never re-entrantly
+            self.clock.call_later(overhead, partial(self._collective_step, i, 0))
         else:
             self._collective_step(i, 0)
 

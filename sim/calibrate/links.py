@@ -31,6 +31,10 @@ hop (``2(n-1)`` for an all-reduce over ``n`` devices) that waits its slowest chu
 latency and moves ``buffer / n`` at the step's rate (a link crossed by ``m`` chunks gives
 each ``1/m`` of itself); their direction is the op (``network.allreduce``). All-reduces of
 one buffer size and one worker count cannot tell bandwidth from latency and are left out.
+A collective phase also gets a fixed cost per call, an unknown like an exchange protocol's
+(``sim.costmodel``'s ``transfer_overhead``); rows of collectives on one device (no link
+crossed, the call's cost alone: 0.36-0.42 ms for a one-rank gloo all-reduce on the 2-core
+CPU runs) tell it from the steps' latency.
 
 Which unknowns the rows determine: a bandwidth needs its leg group to have at least
 :data:`MIN_LINK_ROWS` rows of two or more sizes (otherwise its rows are left out and a note says so); a
@@ -208,6 +212,9 @@ class LinkCalibration:
 # Phases whose real transfers are exchanges (request counts, ids, then rows: realrun.feature_store),
 # so each pays a fixed protocol cost that a link's latency does not describe.
 EXCHANGE_PHASES = ("gather_remote", "d2d")
+# Phases with a fixed cost per transfer or call: the exchanges, and the collectives (a library's
+# work per call, paid on one device too: sim.costmodel's transfer_overhead).
+FIXED_COST_PHASES = EXCHANGE_PHASES + tuple(COLLECTIVE_OPS)
 
 
 def transfer_rows(sources: list[Any]) -> pd.DataFrame:
@@ -460,7 +467,9 @@ def _rows_to_fit(
     is_collective = (rows["kind"] == "collective").to_numpy()
     skipped["collectives_other_ops"] = int(unknown_op.sum())
     skipped["within_one_memory"] = int((~keep & ~is_collective).sum())
-    skipped["collectives_on_one_device"] = int((~keep & is_collective & ~unknown_op).sum())
+    # A collective on one device crosses no link, but its time is the call's fixed cost alone:
+    # the row that tells that cost from the ring steps' latency.
+    keep |= is_collective & ~unknown_op
     no_time = keep & ~(seconds > 0)
     skipped["no_time"] = int(no_time.sum())
     keep &= ~no_time
@@ -615,7 +624,7 @@ def _solve(design: _Design, result: LinkCalibration) -> tuple[Fit, dict[int, flo
     bottleneck_kinds = {k for g in groups for k in g.rsplit(".", 1)[0].split("+")}
     # An exchange's fixed cost, one unknown per exchange phase and protocol present; it is told
     # apart from the links' latencies only by rows of other phases over the same links (microbenchmarks).
-    exchanges = sorted(str(k) for k in set(design.phases) if str(k).split(".", 1)[0] in EXCHANGE_PHASES)
+    exchanges = sorted(str(k) for k in set(design.phases) if str(k).split(".", 1)[0] in FIXED_COST_PHASES)
     base = len(lat_kinds) + len(groups)
     exchange_columns = (
         np.stack([(design.phases == p).astype(float) for p in exchanges], axis=1) if exchanges else None
@@ -649,9 +658,14 @@ def _solve(design: _Design, result: LinkCalibration) -> tuple[Fit, dict[int, flo
     _phase_fallbacks(result.overheads)
     for k, p in enumerate(exchanges):
         if base + k not in coef:
+            remedy = (
+                "a one-worker run, whose calls are the fixed cost alone"
+                if p.split(".", 1)[0] in COLLECTIVE_OPS
+                else "the point-to-point microbenchmark over the same links"
+            )
             result.notes.append(
-                f"{p}: the rows cannot tell its exchange's fixed cost from the links' latency (add the "
-                "point-to-point microbenchmark over the same links); it stays in the latency"
+                f"{p}: the rows cannot tell its fixed cost per call from the links' latency (add {remedy}); "
+                "it stays in the latency"
             )
     return fit, coef, stderr
 

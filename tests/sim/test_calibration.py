@@ -713,7 +713,63 @@ def test_an_exchanges_protocol_and_its_overhead_are_read_from_its_id():
 def test_without_other_rows_an_exchanges_fixed_cost_stays_in_the_latency():
     links = calibrate([exchange_source(np.random.default_rng(3), with_microbench=False)], cluster(GIVEN))
     assert "gather_remote" not in links.cost_model.transfer_overhead
-    assert any("cannot tell its exchange's fixed cost" in n for n in links.data["fit"]["notes"])
+    assert any("cannot tell its fixed cost per call" in n for n in links.data["fit"]["notes"])
+
+
+CALL_COST = 300 * US  # an all-reduce's fixed work per call (a one-rank gloo call: about 0.4 ms)
+
+
+def collective_source(one_device: bool) -> TraceSource:
+    """All-reduces over rings of 2 and 3 GPUs (and, if ``one_device``, on one GPU), each call first
+    paying CALL_COST, beside point-to-point copies over the same links (as the microbenchmark)."""
+    plan = Plan("collectives")
+    last: list[str] = []
+    rings = [*RINGS, ["m1.gpu2"]] if one_device else RINGS
+    for rep in range(3):
+        for size in SIZES[3::2]:
+            for src, dst in ROUTES:
+                tid = f"p{rep}.{src}-{dst}.{size}"
+                plan.transfer(tid, src, dst, size, "other", last)
+                last = [tid]
+            for k, devices in enumerate(rings):
+                tid = f"i{rep}.ring{k}.{size}.allreduce"
+                plan.collective(tid, "allreduce", devices, size, "allreduce", last)
+                last = [tid]
+    costs = LinearCostModel(transfer_overhead={"allreduce": CALL_COST})
+    return TraceSource(
+        "collectives.parquet", simulate(plan, cluster(TRUE), cost_model=costs).trace, None, "synthetic"
+    )
+
+
+def test_one_device_all_reduces_tell_a_calls_fixed_cost_from_the_rings_latency(tmp_path):
+    profile = load_profile(
+        calibrate([collective_source(one_device=True)], cluster(GIVEN)).write(tmp_path / "p.toml")
+    )
+    assert close(profile.cost_model.transfer_overhead["allreduce"], CALL_COST)
+    for kind in ("pcie-uplink", "pcie", "nvlink"):
+        assert close(profile.data["links"][kind]["latency"], TRUE[kind][1]), kind
+    # Simulated with the profile: a one-GPU all-reduce takes the call's cost, where it took nothing.
+    plan = Plan("one")
+    plan.collective("i0.allreduce", "allreduce", ["m0.gpu0"], 1 << 20, "allreduce")
+    assert simulate(plan, profile.cluster).makespan == 0.0
+    assert simulate(plan, profile.cluster, cost_model=profile.cost_model).makespan == pytest.approx(
+        profile.cost_model.transfer_overhead["allreduce"]
+    )
+
+
+def test_a_calls_fixed_cost_comes_before_a_rings_steps_and_adds_to_them():
+    ring = Plan("ring")
+    ring.collective("i0.allreduce", "allreduce", ["m0.gpu0", "m0.gpu2", "m0.gpu3"], 1 << 20, "allreduce")
+    bare = simulate(ring, cluster(TRUE)).makespan
+    costs = LinearCostModel(transfer_overhead={"allreduce": CALL_COST})
+    assert simulate(ring, cluster(TRUE), cost_model=costs).makespan == pytest.approx(bare + CALL_COST)
+
+
+def test_without_one_device_rows_a_calls_cost_is_told_by_rings_of_two_sizes(tmp_path):
+    """Rings of 2 and 3 GPUs take 2 and 4 steps: with the point-to-point rows pinning the links'
+    latency, the fixed cost per call is what the steps leave, recovered as well."""
+    links = calibrate([collective_source(one_device=False)], cluster(GIVEN))
+    assert close(links.cost_model.transfer_overhead["allreduce"], CALL_COST)
 
 
 def test_a_measured_exchange_and_collective_are_fitted_to_their_last_end() -> None:
