@@ -120,3 +120,24 @@ def test_a_study_pool_that_started_the_server_first_leaves_it_preloaded_for_real
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _make_a_named_lock_then_exit(name_file: str) -> None:
+    """What a bulk-pipeline worker does: a library makes a named semaphore (numba's thread-pool
+    start lock), then the worker ends through realrun.worker's exit."""
+    import multiprocessing
+
+    from realrun.worker import exit_worker
+
+    lock = multiprocessing.get_context("forkserver").RLock()
+    Path(name_file).write_text(lock._semlock.name)
+    exit_worker(0)
+
+
+def test_a_worker_that_made_a_named_semaphore_unlinks_it_when_it_exits(tmp_path: Path) -> None:
+    name_file = tmp_path / "name"
+    assert _run_worker(_make_a_named_lock_then_exit, str(name_file)) == 0
+    name = name_file.read_text().lstrip("/")
+    # Left to the resource tracker, the semaphore would stay until the launcher's process ends
+    # (and be reported as leaked then).
+    assert name and not Path(f"/dev/shm/sem.{name}").exists()
