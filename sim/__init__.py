@@ -69,13 +69,15 @@ def simulate(
     seed: int = 0,
     jitter: float = 0.0,
     on_task_end: TaskEndHook | None = None,
+    iteration_jitter: float = 0.0,
 ) -> SimResult:
     """Run ``plan`` on ``cluster`` (a spec, a preset name or a TOML path).
 
     Raises :class:`~workbench.errors.PlanError` for a malformed plan (naming the task)
     and :class:`~workbench.errors.InfeasiblePlanError` when some memory overflows at
     some moment (naming it, the moment, the peak and the tensors live then).
-    ``jitter``: relative noise on compute durations (lognormal sigma), drawn from ``seed``.
+    ``jitter``: relative noise on compute durations (lognormal sigma), drawn from ``seed``;
+    ``iteration_jitter``: the same, one draw shared by the compute tasks of each worker's iteration.
     ``on_task_end(task, ready, start, end)``, when given, is called as each task ends.
     ``plan`` may be a snapshot (``plan.checked()``): simulated under several hardware files
     or seeds, it is validated once and its per-task trace columns are built once.
@@ -84,7 +86,7 @@ def simulate(
         from workbench.hardware import load_hardware
 
         cluster = load_hardware(cluster)
-    executor = PlanExecutor(cluster, cost_model, seed=seed, jitter=jitter)
+    executor = PlanExecutor(cluster, cost_model, seed=seed, jitter=jitter, iteration_jitter=iteration_jitter)
     with paused_gc():
         t0 = time.perf_counter()
         times = executor.run(plan, on_task_end)

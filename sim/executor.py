@@ -30,7 +30,10 @@ uses too: one row per task (per device for a collective). ``engine`` is ``comput
 machines) or ``collective``. Events are ordered by (time, priority, insertion), so a
 plan, hardware and seed give a bit-identical trace. The only randomness is optional
 compute-time ``jitter``: a mean-one lognormal factor with that sigma per compute
-task, drawn from ``seed`` in plan order before the run.
+task, drawn from ``seed`` in plan order before the run; and ``iteration_jitter``, one more
+such factor shared by every compute task of one worker's iteration (a slower moment of that
+worker: its tasks stretch together, which independent factors average away), drawn after
+the tasks' in order of the (worker, iteration) pairs.
 
 Speed (``benchmarks/bench_sim.py``): the work per task is done before the run in
 bulk (fields read once into lists, durations from the cost model in one numpy pass,
@@ -115,14 +118,17 @@ class PlanExecutor:
         cost_model: LinearCostModel | None = None,
         seed: int = 0,
         jitter: float = 0.0,
+        iteration_jitter: float = 0.0,
     ) -> None:
-        if not jitter >= 0:
-            raise ValueError(f"jitter must be a non-negative number, got {jitter}")
+        for name, value in (("jitter", jitter), ("iteration_jitter", iteration_jitter)):
+            if not value >= 0:
+                raise ValueError(f"{name} must be a non-negative number, got {value}")
         self.cluster = cluster
         self.cost_model = cost_model or LinearCostModel()
         self.topology = Topology(cluster)
         self.seed = seed
         self.jitter = jitter
+        self.iteration_jitter = iteration_jitter
         self.stats: dict[str, float] = {}
 
     def run(self, plan: Plan | CheckedPlan, on_task_end: TaskEndHook | None = None) -> RunTimes:
@@ -271,7 +277,7 @@ class _Run:
         }
         self.starters: list[Callable[[int], None]] = list(map(start_of.__getitem__, columns["kind"]))
         self._route_others(structure)
-        self.seconds = self._durations(structure.compute, columns["features"], executor)
+        self.seconds = self._durations(structure.compute, columns, executor)
         self.transfer_overhead = executor.cost_model.transfer_overhead
 
     def _route_others(self, structure: _Structure) -> None:
@@ -301,17 +307,33 @@ class _Run:
                 self.devices[i] = None  # a row per device of the collective
 
     def _durations(
-        self, compute: list[int], features: list[dict[str, float]], executor: PlanExecutor
+        self, compute: list[int], columns: dict[str, list[Any]], executor: PlanExecutor
     ) -> list[float]:
-        """Every task's compute duration (0 for others), jitter included."""
+        """Every task's compute duration (0 for others), jitter included (module docstring)."""
         tasks = self.tasks
         seconds = executor.cost_model.seconds_many(
-            _pick(tasks, compute), self.cluster, _pick(features, compute)
+            _pick(tasks, compute), self.cluster, _pick(columns["features"], compute)
         )
-        if executor.jitter > 0:
+        if executor.jitter > 0 or executor.iteration_jitter > 0:
+            rng = np.random.default_rng(executor.seed)
             sigma = executor.jitter
-            z = np.random.default_rng(executor.seed).standard_normal(len(compute))
-            seconds = seconds * np.exp(sigma * z - 0.5 * sigma * sigma)
+            z = rng.standard_normal(
+                len(compute)
+            )  # drawn even at sigma 0: the task draws stay those of a seed
+            log_factor = sigma * z - 0.5 * sigma * sigma
+            shared = executor.iteration_jitter
+            if shared > 0 and compute:
+                pairs = np.stack(
+                    [
+                        np.asarray(_pick(columns["worker"], compute), dtype=np.int64),
+                        np.asarray(_pick(columns["iteration"], compute), dtype=np.int64),
+                    ],
+                    axis=1,
+                )
+                _, group = np.unique(pairs, axis=0, return_inverse=True)
+                zg = rng.standard_normal(int(group.max()) + 1)
+                log_factor = log_factor + shared * zg[group.ravel()] - 0.5 * shared * shared
+            seconds = seconds * np.exp(log_factor)
         seconds[~(seconds >= 0.0)] = 0.0  # a negative or NaN prediction is no time
         out = np.zeros(len(tasks), dtype=np.float64)
         out[compute] = seconds

@@ -518,12 +518,19 @@ def predict(
 
 def simulated_trace(prep: Any, plan: Any, name: str, profile_path: Path, profile: Any) -> Any:
     """The prepared run simulated on the calibrated profile (every worker with its own core), its
-    compute tasks varied by the profile's fitted jitter (seed 0)."""
+    compute tasks varied by the profile's fitted jitter, per task and per worker's iteration (seed 0)."""
     from sim import simulate
     from workbench.run import apply_profile
 
     cluster, _ = apply_profile(prep.cluster, str(profile_path), name)
-    return simulate(plan, cluster, cost_model=profile.cost_model, run_id=name, jitter=profile.jitter).trace
+    return simulate(
+        plan,
+        cluster,
+        cost_model=profile.cost_model,
+        run_id=name,
+        jitter=profile.jitter,
+        iteration_jitter=profile.iteration_jitter,
+    ).trace
 
 
 def cores() -> int:
@@ -716,10 +723,17 @@ def noise_sentence(summary: dict[str, Any]) -> str:
     noise = calibration["noise"]
     if not noise:
         return "Simulated without compute jitter: no compute task of the fitted runs recurred across their warm epochs."
+    shared = noise.get("iteration_jitter")
     return (
         f"Simulated with the profile's compute jitter: each compute task's time scaled by a mean-one lognormal "
-        f"factor of sigma {noise['compute_jitter']:.3f} (seed 0), the pooled variation of {noise['rows']:,} compute "
-        f"rows of {noise['tasks']:,} tasks that recur across the fitted runs' warm epochs (sim.calibrate.noise)."
+        f"factor of sigma {noise['compute_jitter']:.3f}"
+        + (
+            f" and by one of sigma {shared:.3f} shared by the tasks of a worker's iteration"
+            if shared is not None
+            else ""
+        )
+        + f" (seed 0), fitted to {noise['rows']:,} compute rows of {noise['tasks']:,} tasks that recur across the "
+        "fitted runs' warm epochs (sim.calibrate.noise)."
     )
 
 

@@ -22,8 +22,9 @@ A profile is one TOML file (written by :mod:`sim.calibrate.tomlwrite`)::
     [sampling.<model>]  per_minibatch, per_edge, per_vertex (s) of the sample phase, read off
                         its linear fit
     [noise]             compute_jitter: how much a compute task's time varies when it does the
-                        same work again (sim.calibrate.noise; the sigma the fidelity experiment and
-                        gnnwb validate simulate with), the rows and tasks it was read from
+                        same work again, iteration_jitter: how much all of one worker's iteration
+                        varies together (sim.calibrate.noise; the sigmas the fidelity experiment and
+                        gnnwb validate simulate with), the rows and tasks they were read from
     [cost_model]        kind = "phase": fallback coefficients per device model, then
                         [cost_model.phases.<phase>.<model>] one fitted model per phase and
                         device model: model = "linear" with LinearCoefficients' fields, or
@@ -76,8 +77,14 @@ class Profile:
 
     @property
     def jitter(self) -> float:
-        """The fitted compute jitter (``[noise] compute_jitter``); 0 where none was fitted."""
+        """The fitted compute jitter per task (``[noise] compute_jitter``); 0 where none was fitted."""
         return float((self.data.get("noise") or {}).get("compute_jitter", 0.0))
+
+    @property
+    def iteration_jitter(self) -> float:
+        """The fitted jitter shared by a worker's iteration (``[noise] iteration_jitter``); 0 where none
+        was fitted (profiles written before it was)."""
+        return float((self.data.get("noise") or {}).get("iteration_jitter", 0.0))
 
     def to_toml(self) -> str:
         return tomlwrite.dumps(self.data, header="A calibrated hardware profile, written by gnnwb calibrate.")
@@ -188,9 +195,10 @@ def profile_from_dict(data: dict[str, Any], source: str) -> Profile:
 def _check_noise(raw: Any, where: str) -> None:
     if raw is None:
         return
-    validate.finite_number(
-        validate.table(raw, where).get("compute_jitter"), f"{where}.compute_jitter", minimum=0
-    )
+    table = validate.table(raw, where)
+    validate.finite_number(table.get("compute_jitter"), f"{where}.compute_jitter", minimum=0)
+    if "iteration_jitter" in table:
+        validate.finite_number(table["iteration_jitter"], f"{where}.iteration_jitter", minimum=0)
 
 
 def _strip_fit_flags(link: Any, where: str) -> Any:
