@@ -128,3 +128,24 @@ def test_narrow_homes_are_the_homes():
     assert placement is not None
     assert placement.narrow_home.dtype == np.int8  # 8 GPUs: ids -1..7
     assert np.array_equal(placement.narrow_home, placement.home)
+
+
+def test_read_counts_are_the_sizes_of_the_reads_with_or_without_code_tables(monkeypatch):
+    from workbench.strategies.execution import base
+
+    for seed in range(3):
+        request = np.random.default_rng(seed + 20).permutation(400)[:150]
+        tabled = inputs_on_two_nodes(seed)
+        monkeypatch.setattr(base, "CODE_TABLE_BYTES", 0)  # every request's codes worked out anew
+        per_request = inputs_on_two_nodes(seed)
+        assert not any(s.tabled for s in per_request.read_sources)  # read_sources is worked out here, once
+        monkeypatch.undo()
+        assert all(s.tabled for s in tabled.read_sources)
+        for w in range(8):
+            expected = [(r.kind, r.source, r.count) for r in feature_reads(per_request, w, request)]
+            assert [(r.kind, r.source, r.count) for r in feature_reads(tabled, w, request)] == expected
+            assert [(r.kind, r.source, r.count) for r in base.read_counts(tabled, w, request)] == expected
+            assert [
+                (r.kind, r.source, r.count) for r in base.read_counts(per_request, w, request)
+            ] == expected
+        assert base.read_counts(tabled, 0, np.zeros(0, dtype=np.int64)) == []

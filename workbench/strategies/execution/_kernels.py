@@ -17,15 +17,21 @@ from workbench.strategies.placement.base import cached_bit
 
 
 @njit(cache=True)
+def count_codes(code: np.ndarray, num_codes: int) -> np.ndarray:
+    """How many of ``code`` (each in ``[0, num_codes)``) hold each value."""
+    # Four counters per code: runs of one code would otherwise wait on the same counter.
+    lanes = np.zeros((4, num_codes), dtype=np.int64)
+    for i in range(code.shape[0]):
+        lanes[i & 3, code[i]] += 1
+    return lanes.sum(axis=0)
+
+
+@njit(cache=True)
 def split_by_code(vertices: np.ndarray, code: np.ndarray, num_codes: int) -> tuple[np.ndarray, np.ndarray]:
     """``vertices`` grouped by their ``code`` (aligned with them; a stable counting sort), and the
     size of each group."""
     n = vertices.shape[0]
-    # Four counters per code: runs of one code would otherwise wait on the same counter.
-    lanes = np.zeros((4, num_codes), dtype=np.int64)
-    for i in range(n):
-        lanes[i & 3, code[i]] += 1
-    counts = lanes.sum(axis=0)
+    counts = count_codes(code, num_codes)
     at = np.zeros(num_codes, dtype=np.int64)
     for c in range(1, num_codes):
         at[c] = at[c - 1] + counts[c - 1]

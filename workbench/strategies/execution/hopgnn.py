@@ -81,7 +81,7 @@ from workbench.strategies.execution.base import (
     add_reads,
     add_service_reads,
     check_prefetch,
-    feature_reads,
+    read_counts,
     service_fetch,
 )
 from workbench.strategies.execution.micrographs import (
@@ -513,12 +513,12 @@ class _HopGNNIteration(IterationPlanner):
         if not self.scheme.overlap_reads:  # the real pre-gathering is one exchange every worker joins
             deps = sorted(set(self.samples))
         if self.scheme.feature_service:  # one request to the feature service for every row the cells need
-            reads = feature_reads(inputs, s, vertices)
+            reads = read_counts(inputs, s, vertices)
             last, _ = service_fetch(plan, inputs, s, it, reads, deps, pregather_prefix(it, s))
             self.pregathered[s] = [(last, None)] if last is not None else []
             return
         fetched: list[tuple[str, str | None]] = []
-        for read in feature_reads(inputs, s, vertices):
+        for read in read_counts(inputs, s, vertices):
             if read.kind != "remote":
                 continue
             tid = pregather_task(it, s, read.source)
@@ -572,7 +572,7 @@ class _HopGNNIteration(IterationPlanner):
         """A pre-gathering cell's reads: the near ones as usual, its share of the pre-gathered rows
         from host memory. Returns the read tasks, the tensors they gather and what else the cell frees."""
         inputs, plan, it, s = self.inputs, self.plan, self.it, cell.server
-        reads = feature_reads(inputs, s, cell.micrographs.input_nodes)
+        reads = read_counts(inputs, s, cell.micrographs.input_nodes)
         # Through the service the reply holds the host rows too; else only remote rows were fetched.
         served = ("host", "remote") if self.scheme.feature_service else ("remote",)
         near = [r for r in reads if r.kind not in served]
