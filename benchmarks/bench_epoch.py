@@ -78,6 +78,24 @@ micrographs' distinct ids as bits (c836efc), the same three runs: 1.16x / 1.25x 
 all three (the sweep 7.2-11.8 s; its other eleven points 5-6 s: model-centric's plans 0.17-0.56
 s, HopGNN's 0.34-0.58 s and its first 1.0-1.7 s; the first alone 4.7-10.2 s, its sampling the
 swing); every point's simulated epoch unchanged.
+
+2026-11-28, a slower AVX2-only EPYC, quiet, ``--runs 3`` from a fresh clone: (a) 0.43x / 0.47x / 0.42x,
+PASS; (b) 2.35x / 1.94x / 1.29x (the first run's sweep compiled HopGNN's kernels, numba's cache
+being empty: its first plan 6.0 s). The plans were most of the sweep after its first point, and
+most of each plan was working out and sorting where every input vertex is read from (model-centric
+with a cache 0.33-0.77 s, HopGNN 0.69-0.81 s). With a code table per worker (worked out once for the
+graph) and the reads counted instead of sorted (87583fd), before and after alternately, ``--only b
+--runs 1`` three times each::
+
+    before: 12 configurations in 13.72 / 18.22 / 17.21 s vs the first alone 6.08 / 8.46 / 7.44 s: 2.26x / 2.15x / 2.31x
+            the 11 plans after the first point 5.4-8.0 s
+    after:  12 configurations in 12.96 / 12.43 / 14.45 s vs the first alone 5.72 / 9.90 / 6.51 s: 2.27x / 1.26x / 2.22x
+            the 11 plans after the first point 4.0-4.3 s
+
+every simulated epoch unchanged. The ratio still misses 2x in two runs of three: after its first point
+the sweep costs about 6 s (HopGNN's first plan 1.6-1.9 s, cutting the epoch's micrographs, which
+the later HopGNN points reuse; the other ten plans 2.2-2.5 s; the placements 0.7-0.9 s; the
+simulations about 1 s), against a first point of 5.7-9.9 s whose sampling swings by 3 s.
 """
 
 from __future__ import annotations
