@@ -360,18 +360,19 @@ def _save(path: Path, epoch: list[list[Minibatch]]) -> None:
     """One array per field, concatenated over every block of every minibatch, with lengths."""
     flat = [mb for row in epoch for mb in row]
     blocks = [b for mb in flat for b in mb.blocks]
-    arrays: dict[str, np.ndarray] = {
+    # The concatenated fields as lists of parts: the writer streams them (see write_npz_atomically).
+    arrays: dict[str, np.ndarray | list[np.ndarray]] = {
         "shape": np.array([len(epoch), len(epoch[0]) if epoch else 0], dtype=np.int64),
         "layers": np.array([len(mb.blocks) for mb in flat], dtype=np.int64),
-        "seeds": np.concatenate([mb.seeds for mb in flat]) if flat else np.zeros(0, np.int64),
+        "seeds": [mb.seeds for mb in flat] if flat else np.zeros(0, np.int64),
         "seed_lengths": np.array([mb.seeds.shape[0] for mb in flat], dtype=np.int64),
         "weighted": np.array([b.edge_weight is not None for b in blocks], dtype=bool),
     }
     for part in _PARTS:
-        arrays[part] = np.concatenate([getattr(b, part) for b in blocks]) if blocks else np.zeros(0, np.int64)
+        arrays[part] = [getattr(b, part) for b in blocks] if blocks else np.zeros(0, np.int64)
         arrays[part + "_lengths"] = np.array([getattr(b, part).shape[0] for b in blocks], dtype=np.int64)
     weights = [b.edge_weight for b in blocks if b.edge_weight is not None]
-    arrays["edge_weight"] = np.concatenate(weights) if weights else np.zeros(0, np.float32)
+    arrays["edge_weight"] = weights if weights else np.zeros(0, np.float32)
     try:
         write_npz_atomically(path, arrays)
     except OSError as exc:  # a read-only or full cache is not fatal: the epoch is in memory
