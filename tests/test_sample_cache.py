@@ -151,3 +151,29 @@ def test_shared_temporary_name_would_warn(tmp_path) -> None:
     """The check above can fail: with one shared temporary name, concurrent writers do warn."""
     errors = _run_writers(tmp_path / "cache", tmp_path / "signals", mode="shared")
     assert any("sample cache: could not write" in e for e in errors), errors
+
+
+def test_sampling_another_epoch_lets_go_of_the_last_one(tmp_path) -> None:
+    """While the process keeps its last epoch, that epoch's bulk outputs stay in use and the next
+    epoch's are allocated afresh; sampling another epoch drops the kept one first."""
+    import gc
+
+    from workbench.strategies.sampling._common import SHARED_OUTPUTS
+
+    graph = load_dataset("er:n=400,deg=6", cache=False)
+    owner = np.zeros(graph.num_nodes, dtype=np.int64)
+    samplers = [SAMPLERS.create("bulk-matrix", fanouts=[4, 3], bulk=4)]
+    describe = {"name": "bulk-matrix", "fanouts": [4, 3], "bulk": 4}
+    epoch._LAST[:] = [None, None]
+    buffers = []
+    for seed in range(3):
+        batches = epoch.worker_seed_batches(graph, owner, 1, batch_size=64, seed=seed)
+        sampled = epoch.sample_epoch(
+            graph, samplers, batches, seed=seed, describe=describe, cache_dir=tmp_path
+        )
+        assert epoch._LAST[1] is sampled
+        del sampled
+        gc.collect()
+        buffers.append(len(SHARED_OUTPUTS._buffers))
+    # The first epoch fills the pool; the next ones sample into the same buffers.
+    assert buffers[1] == buffers[0] and buffers[2] == buffers[0], buffers
