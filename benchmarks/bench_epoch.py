@@ -96,6 +96,22 @@ every simulated epoch unchanged. The ratio still misses 2x in two runs of three:
 the sweep costs about 6 s (HopGNN's first plan 1.6-1.9 s, cutting the epoch's micrographs, which
 the later HopGNN points reuse; the other ten plans 2.2-2.5 s; the placements 0.7-0.9 s; the
 simulations about 1 s), against a first point of 5.7-9.9 s whose sampling swings by 3 s.
+
+Most of that first point was the sample cache, not sampling: writing the 1.2 GB epoch took 4.4-9.0
+s (concatenating its fields into fresh pages first) against 1.1 s to sample it, and the sweep's first
+point sampled into fresh pages too, because the process still kept the first alone's epoch. With the
+fields streamed into the file (265fa0f) and the kept epoch let go before the next is sampled, the
+same day, before (7dc8018, a worktree) and after alternately, ``--only b --runs 1`` twice each::
+
+    before: 12 configurations in 17.47 / 17.29 s vs the first alone 13.31 / 12.44 s: 1.31x / 1.39x
+    after:  12 configurations in  8.87 / 10.00 s vs the first alone  5.38 /  5.92 s: 1.65x / 1.69x
+
+and ``--runs 3`` in one process after: 8.68 / 10.32 / 10.22 s vs 5.66 / 2.78 / 4.36 s: 1.53x / 3.72x /
+2.35x (a later run's first point samples into the pool the earlier runs filled). The sweep takes half
+as long; its first point a third to a half, so the ratio gets worse: the other eleven points cost
+6.5-7 s (HopGNN's first plan 1.6-1.7 s, ten plans 0.2-0.4 s each, placements 0.9 s, simulations 1
+s), more than a first point that now costs 2.8-5.9 s. The 2x target needs those eleven points at
+0.25 s each, HopGNN's micrograph cut included.
 """
 
 from __future__ import annotations
