@@ -35,16 +35,16 @@ _WRITER = """
 import sys, time
 from pathlib import Path
 import numpy as np
-from workbench import epoch
+from workbench import epoch, mapped_arrays
 source, target, go, ready, mode, rounds, iterations = sys.argv[1:8]
 source, target, rounds, iterations = Path(source), Path(target), int(rounds), int(iterations)
 if mode == "shared":  # the old writer: one temporary name for everybody
     def shared_name(path, arrays):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, **{k: v if isinstance(v, np.ndarray) else np.concatenate(v) for k, v in arrays.items()})
+        tmp = path.with_suffix(".tmp")
+        mapped_arrays.write_mapped_arrays(tmp, arrays)
         tmp.replace(path)
-    epoch.write_npz_atomically = shared_name
+    epoch.write_mapped_arrays = shared_name
 minibatches = epoch._load(source, iterations, 1)
 Path(ready).touch()
 while not Path(go).exists():
@@ -61,7 +61,7 @@ def _run_writers(cache_dir: Path, signals: Path, mode: str = "atomic") -> list[s
     graph, samplers, batches = _setup()
     epoch._LAST[:] = [None, None]
     epoch.sample_epoch(graph, samplers, batches, seed=0, describe=DESCRIBE, cache_dir=signals / "source")
-    (source,) = (signals / "source").glob("*.npz")
+    (source,) = (signals / "source").glob("*.epoch")
     target = epoch._cache_path(graph, DESCRIBE, batches, 0, cache_dir)
     go = signals / "go"
     root = Path(__file__).resolve().parents[1]
@@ -108,11 +108,13 @@ def test_concurrent_writers_of_one_entry_never_warn(tmp_path) -> None:
 
 
 def test_a_failed_write_warns_once_and_leaves_no_temporary(tmp_path, monkeypatch, capsys) -> None:
-    def full_disk(entry, name, value):
-        entry.write(b"half a file")
+    def half_then_full(f):
+        f.write(b"half a file")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(atomic, "_write_entry", full_disk)
+    monkeypatch.setattr(
+        epoch, "write_mapped_arrays", lambda path, arrays: atomic.write_atomically(path, half_then_full)
+    )
     graph, samplers, batches = _setup()
     epoch._LAST[:] = [None, None]
     epoch.sample_epoch(graph, samplers, batches, seed=0, describe=DESCRIBE, cache_dir=tmp_path)
@@ -123,27 +125,13 @@ def test_a_failed_write_warns_once_and_leaves_no_temporary(tmp_path, monkeypatch
 
 
 def test_an_interrupted_write_leaves_no_temporary(tmp_path, monkeypatch) -> None:
-    def interrupted(entry, name, value):
+    def interrupted(f):
+        f.write(b"half a file")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(atomic, "_write_entry", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        atomic.write_npz_atomically(tmp_path / "entry.npz", {"a": np.zeros(3)})
+        atomic.write_atomically(tmp_path / "entry", interrupted)
     assert list(tmp_path.iterdir()) == []
-
-
-def test_parts_are_written_as_their_concatenation(tmp_path) -> None:
-    parts = [np.arange(5, dtype=np.int64), np.zeros(0, dtype=np.int64), np.array([7, -1], dtype=np.int64)]
-    strided = np.arange(12, dtype=np.int64)[::3]  # not contiguous: written as its values
-    path = atomic.write_npz_atomically(tmp_path / "e.npz", {"a": parts, "b": np.eye(2), "c": [strided]})
-    with np.load(path) as data:
-        assert sorted(data.files) == ["a", "b", "c"]
-        assert np.array_equal(data["a"], np.concatenate(parts)) and data["a"].dtype == np.int64
-        assert np.array_equal(data["b"], np.eye(2))
-        assert np.array_equal(data["c"], [0, 3, 6, 9])
-    with pytest.raises(ValueError, match="x: parts must be 1-D arrays of one dtype"):
-        atomic.write_npz_atomically(tmp_path / "f.npz", {"x": [np.zeros(2, np.int64), np.zeros(2, np.int32)]})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.npz"]
 
 
 @pytest.mark.slow

@@ -54,11 +54,11 @@ def test_an_epoch_too_large_for_memory_streams_and_is_not_cached(tmp_path, monke
     graph, samplers, batches = setup()
     describe = {"name": "neighbor", "fanouts": [4, 3]}
     whole = epoch.sample_epoch(graph, samplers, batches, 7, describe=describe, cache_dir=tmp_path / "a")
-    assert isinstance(whole, list) and list((tmp_path / "a").glob("*.npz"))
+    assert isinstance(whole, list) and list((tmp_path / "a").glob("*.epoch"))
     monkeypatch.setattr(epoch, "EPOCH_MEMORY_SHARE", 1e-12)
     streamed = epoch.sample_epoch(graph, samplers, batches, 7, describe=describe, cache_dir=tmp_path / "b")
     assert isinstance(streamed, epoch.StreamedEpoch)
-    assert not (tmp_path / "b").exists() or not list((tmp_path / "b").glob("*.npz"))
+    assert not (tmp_path / "b").exists() or not list((tmp_path / "b").glob("*.epoch"))
     for i, row in enumerate(whole):
         assert all(same_minibatch(a, b) for a, b in zip(streamed[i], row, strict=True))
 

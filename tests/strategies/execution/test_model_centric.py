@@ -79,7 +79,7 @@ def test_each_worker_trains_on_its_own_partition(cache_dir):
 
 def test_the_sampled_epoch_is_cached_and_reused(cache_dir, tmp_path):
     first = prepare_run(config(), cache_dir=str(tmp_path))
-    files = list(tmp_path.glob("*.npz"))
+    files = list(tmp_path.glob("*.epoch"))
     assert len(files) == 1
     again = prepare_run(config(), cache_dir=str(tmp_path))
     for a_row, b_row in zip(first.inputs.epoch, again.inputs.epoch, strict=True):
@@ -95,11 +95,11 @@ def test_the_sampled_epoch_is_cached_and_reused(cache_dir, tmp_path):
     prepare_run(
         config(hardware={"name": "perlmutter-4xa100-slingshot"}, training=four), cache_dir=str(tmp_path)
     )
-    assert len(list(tmp_path.glob("*.npz"))) == 1
+    assert len(list(tmp_path.glob("*.epoch"))) == 1
     prepare_run(config(seed=4), cache_dir=str(tmp_path))
-    assert len(list(tmp_path.glob("*.npz"))) == 2
+    assert len(list(tmp_path.glob("*.epoch"))) == 2
     # An unreadable cache file is sampled again.
-    files[0].write_bytes(b"not a zip")
+    files[0].write_bytes(b"not an epoch file")
     assert prepare_run(config(), cache_dir=str(tmp_path)).inputs.epoch[0][0].seeds.shape[0] > 0
 
 
