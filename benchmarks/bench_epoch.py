@@ -112,6 +112,11 @@ as long; its first point a third to a half, so the ratio gets worse: the other e
 6.5-7 s (HopGNN's first plan 1.6-1.7 s, ten plans 0.2-0.4 s each, placements 0.9 s, simulations 1
 s), more than a first point that now costs 2.8-5.9 s. The 2x target needs those eleven points at
 0.25 s each, HopGNN's micrograph cut included.
+
+With the sample cache mapped instead of copied as well (058df89), ``--runs 3``, quiet (other processes
+0.4% of the CPU time), the whole script in 101 s: (a) 0.37x / 0.34x / 0.42x, PASS; (b) 10.78 / 8.87 /
+7.82 s vs the first alone 2.91 / 3.63 / 2.75 s: 3.71x / 2.44x / 2.84x, FAIL in all three, for the
+reason above (the sweep's later points do not read the cache file: the process keeps the epoch).
 """
 
 from __future__ import annotations
