@@ -10,7 +10,8 @@ Writers replace a file whole (a new file renamed over the old one), never rewrit
 a reader's mapping keeps the file it opened, whereas one cut short under it would fault.
 
 Layout: ``MAGIC``, the index's length (8 bytes, little-endian), the index (JSON: per array its
-name, dtype, shape and offset), then the arrays' bytes, each at a multiple of ``ALIGN``.
+name, dtype, shape and offset from the first array), then the arrays' bytes, the first at the next
+multiple of ``ALIGN`` after the index and each at a multiple of ``ALIGN`` from it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 
 from workbench.atomic import write_atomically
 
-MAGIC = b"GNNWB-ARRAYS-1\n"
+MAGIC = b"GNNWB-ARRAYS-2\n"  # 2: offsets from the first array (1, never released: from the file's start)
 ALIGN = 64
 
 
@@ -35,29 +36,29 @@ def write_mapped_arrays(path: Path, arrays: Mapping[str, np.ndarray | Sequence[n
     of one dtype is stored as their concatenation, written part by part (never built whole)."""
     entries = [(name, *_layout(name, value)) for name, value in arrays.items()]
     index = []
-    offset = 0  # relative to the first array; made absolute below, once the index's size is known
+    offset = 0
     for name, dtype, shape, nbytes, _ in entries:
         index.append([name, dtype.str, list(shape), offset])
-        offset += -(-nbytes // ALIGN) * ALIGN
-    head = len(MAGIC) + 8
+        offset += _aligned(nbytes)
     text = json.dumps({"arrays": index}).encode()
-    # Room for the digits the offsets gain (at most 4 each: the index is a few hundred bytes).
-    start = -(-(head + len(text) + 8 * len(index) + 16) // ALIGN) * ALIGN
-    for row in index:
-        row[3] += start
-    text = json.dumps({"arrays": index}).encode()
-    assert head + len(text) <= start
+    head = len(MAGIC) + 8 + len(text)
+    start = _aligned(head)
 
     def write(f: IO[bytes]) -> None:
         f.write(MAGIC + len(text).to_bytes(8, "little") + text)
-        at = head + len(text)
+        at = head
         for (_, _, _, nbytes, parts), (_, _, _, offset) in zip(entries, index, strict=True):
-            f.write(b"\0" * (offset - at))
+            f.write(b"\0" * (start + offset - at))
             for part in parts:
                 f.write(np.ascontiguousarray(part).data)
-            at = offset + nbytes
+            at = start + offset + nbytes
 
     return write_atomically(path, write)
+
+
+def _aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of ``ALIGN``."""
+    return -(-nbytes // ALIGN) * ALIGN
 
 
 def _layout(
@@ -94,11 +95,13 @@ def read_mapped_arrays(path: Path) -> dict[str, np.ndarray]:
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}: unreadable index ({exc})") from None
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    start = _aligned(len(MAGIC) + 8 + length)
     out = {}
-    for name, dtype_text, shape, offset in index:
+    for name, dtype_text, shape, relative in index:
         dtype = np.dtype(dtype_text)
         count = int(np.prod(shape, dtype=np.int64))
-        if offset % ALIGN or offset + count * dtype.itemsize > size:
+        offset = start + relative
+        if relative % ALIGN or offset + count * dtype.itemsize > size:
             raise ValueError(f"{path}: array {name} lies outside the file")
         if count == 0:
             out[name] = np.zeros(shape, dtype=dtype)

@@ -329,7 +329,7 @@ def add_feature_reads(
     exchange: Exchange | None = None,
 ) -> tuple[list[str], list[str]]:
     """Plan worker ``w``'s reads of ``vertices``' input features onto its GPU: :func:`add_reads`
-    of their :func:`feature_reads`."""
+    of their :func:`read_counts`."""
     reads = read_counts(inputs, w, vertices)
     return add_reads(plan, inputs, w, iteration, reads, deps, prefix, overlap, exchange)
 
